@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Inventory plugin: expand a compact MSA system description into hosts and module groups."""
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: system
+short_description: Expand a compact MSA system description into hosts and groups
+version_added: 0.1.0
+description:
+  - Reads a YAML file whose name ends in C(.msa.yml) or C(.msa.yaml) describing one Modular Supercomputing
+    Architecture system (its fabrics with address ranges, its modules with node counts, hardware and fabrics)
+    and adds one host per node, so a site never lists hundreds of nodes by hand.
+  - Every node gets C(msa_module), C(msa_module_role), C(msa_index), C(msa_addresses) (fabric name to address),
+    C(ansible_host) (its management address) and, on EXTOLL fabrics, C(msa_extoll_guid).
+  - Groups made are one per module (for example C(cm), C(esb)), one per role (C(msa_compute), C(msa_mpi_gateway), ...)
+    and one per fabric (C(fabric_ib), ...). The group C(all) gets C(msa_system), C(msa_fabrics),
+    C(msa_management_fabric) and C(msa_modules).
+  - Every problem in the description fails the parse, naming the field and the value.
+options:
+  plugin:
+    description: Marks this file as an msa.hpc.system description.
+    required: true
+    choices: [msa.hpc.system]
+    type: str
+  system:
+    description: Name of the system (lower-case letters, digits, C(-)).
+    required: true
+    type: str
+  management_fabric:
+    description: Fabric whose address is each node's C(ansible_host).
+    type: str
+    default: mgmt
+  fabrics:
+    description:
+      - Fabric name to C({kind, cidr}); kind is one of C(ethernet), C(infiniband), C(extoll).
+    type: dict
+    required: true
+  modules:
+    description:
+      - Module name to its description. Keys are C(role), C(count) or C(names), C(prefix), C(digits),
+        C(offset) (node I(i) gets host address C(offset + i) on every fabric of the module), C(fabrics),
+        C(hardware) (C(sockets), C(cores_per_socket), C(threads_per_core), C(memory_mb), C(gpus)),
+        C(features), C(description), C(partition), C(guid_base), C(capacity).
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+# inventories/systems/mini/system.msa.yml
+plugin: msa.hpc.system
+system: mini
+fabrics:
+  mgmt: {kind: ethernet, cidr: 10.42.0.0/24}
+  ib: {kind: infiniband, cidr: 10.43.0.0/24}
+modules:
+  mgmt: {role: management, count: 1, offset: 10, fabrics: [mgmt]}
+  cm:
+    role: compute
+    count: 2
+    offset: 20
+    fabrics: [mgmt, ib]
+    hardware: {sockets: 2, cores_per_socket: 2, threads_per_core: 1, memory_mb: 1024}
+"""
+
+from ansible.errors import AnsibleParserError
+from ansible.plugins.inventory import BaseInventoryPlugin
+
+from ansible_collections.msa.hpc.plugins.module_utils._system import SystemError_, expand
+
+
+class InventoryModule(BaseInventoryPlugin):
+    NAME = "msa.hpc.system"
+
+    def verify_file(self, path):
+        return super().verify_file(path) and path.endswith((".msa.yml", ".msa.yaml"))
+
+    def parse(self, inventory, loader, path, cache=True):
+        super().parse(inventory, loader, path, cache)
+        raw = self.loader.load_from_file(path, cache=False)
+        if not isinstance(raw, dict) or raw.get("plugin") not in (self.NAME, "system"):
+            raise AnsibleParserError("%s: not an msa.hpc.system description (plugin: %s)" % (path, self.NAME))
+        try:
+            model = expand(raw)
+        except SystemError_ as exc:
+            raise AnsibleParserError("%s: invalid system description:\n  - %s" % (path, "\n  - ".join(exc.problems)))
+        for group, members in model["groups"].items():
+            self.inventory.add_group(group)
+            for host in members:
+                self.inventory.add_host(host, group=group)
+        for host, hostvars in model["hosts"].items():
+            for key, value in hostvars.items():
+                self.inventory.set_variable(host, key, value)
+        for module in model["modules"].values():
+            self.inventory.set_variable(module["name"], "msa_hardware", module["hardware"])
+            self.inventory.set_variable(module["name"], "msa_features", module["features"])
+            self.inventory.set_variable(module["name"], "msa_partition", module["partition"])
+        self.inventory.set_variable("all", "msa_system", model["system"])
+        self.inventory.set_variable("all", "msa_fabrics", model["fabrics"])
+        self.inventory.set_variable("all", "msa_management_fabric", model["management_fabric"])
+        self.inventory.set_variable("all", "msa_modules", model["modules"])
