@@ -1,0 +1,555 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""EXTOLL routing engines (dimension-order, shortest path, up*/down*) and their checker, vectorised with numpy."""
+from __future__ import annotations
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover - the sanity import test runs without numpy
+    np = None
+
+ALGORITHMS = {
+    "dimensionorder": "DimensionOrder", "dimension_order": "DimensionOrder", "dor": "DimensionOrder",
+    "shortestpath": "ShortestPath", "shortest_path": "ShortestPath",
+    "updown": "UpDown", "up_down": "UpDown", "up*/down*": "UpDown",
+}
+
+
+class RoutingError(ValueError):
+    """The requested routing cannot be computed for this fabric (the reason says why)."""
+
+
+def _need_numpy():
+    if np is None:
+        raise RoutingError("routing needs numpy (python3-numpy) on the host that computes the tables")
+
+
+def algorithm_name(name):
+    key = str(name).replace("-", "_").lower()
+    if key not in ALGORITHMS:
+        raise RoutingError("unknown routing algorithm %r (expected DimensionOrder, ShortestPath or UpDown)" % (name,))
+    return ALGORITHMS[key]
+
+
+class Fabric:
+    """Array form of a fabric: ``n`` nodes (index i ↔ ``ids[i]``), ``P`` ports per node.
+
+    ``nbr[i, p]`` is the neighbour index behind port p (-1: port unused), ``nbr_port[i, p]`` its port.
+    For a regular Mesh/Torus/Hypercube, ``coords`` (n, D), ``sizes`` and ``kind`` allow dimension-order routing.
+    """
+
+    def __init__(self, ids, nbr, nbr_port, coords=None, sizes=None, kind=None, guids=None):
+        _need_numpy()
+        self.ids = np.asarray(ids, dtype=np.int64)
+        self.nbr = np.asarray(nbr, dtype=np.int32)
+        self.nbr_port = np.asarray(nbr_port, dtype=np.int16)
+        self.n, self.P = self.nbr.shape
+        self.index = {int(v): i for i, v in enumerate(self.ids)}
+        self.coords = None if coords is None else np.asarray(coords, dtype=np.int32)
+        self.sizes = None if sizes is None else tuple(int(k) for k in sizes)
+        self.kind = kind
+        self.guids = guids
+
+    @classmethod
+    def from_topology(cls, topo, use_coordinates=True):
+        """Build from a _topology.Topology; coordinates are kept when the whole fabric is one regular block."""
+        _need_numpy()
+        ids = sorted(topo.nodes)
+        index = {nid: i for i, nid in enumerate(ids)}
+        ports = 1 + max([max(pa, pb) for _, pa, _, pb in topo.links] or [0])
+        nbr = np.full((len(ids), ports), -1, dtype=np.int32)
+        nbr_port = np.full((len(ids), ports), -1, dtype=np.int16)
+        for a, pa, b, pb in topo.links:
+            ia, ib = index[a], index[b]
+            nbr[ia, pa], nbr_port[ia, pa] = ib, pb
+            nbr[ib, pb], nbr_port[ib, pb] = ia, pa
+        coords = sizes = kind = None
+        regular = topo.regular() if use_coordinates else None
+        if regular:
+            kind, sizes, by_id = regular
+            coords = [by_id[nid] for nid in ids]
+        return cls(ids, nbr, nbr_port, coords, sizes, kind, guids=[topo.nodes[i].guid for i in ids])
+
+    @classmethod
+    def from_edges(cls, n, edges, ids=None):
+        """Build from undirected edges between indices 0..n-1; ports are numbered per node in edge order."""
+        _need_numpy()
+        degree = [0] * n
+        wired = []
+        for u, v in edges:
+            wired.append((u, degree[u], v, degree[v]))
+            degree[u] += 1
+            degree[v] += 1
+        P = max(degree + [1])
+        nbr = np.full((n, P), -1, dtype=np.int32)
+        nbr_port = np.full((n, P), -1, dtype=np.int16)
+        for u, pu, v, pv in wired:
+            nbr[u, pu], nbr_port[u, pu] = v, pv
+            nbr[v, pv], nbr_port[v, pv] = u, pu
+        return cls(list(range(n)) if ids is None else ids, nbr, nbr_port)
+
+    def node_index(self, node_id):
+        try:
+            return self.index[int(node_id)]
+        except (KeyError, TypeError, ValueError):
+            raise RoutingError("node %r is not part of the fabric" % (node_id,))
+
+    def is_connected(self):
+        return bool(_bfs_levels(self, 0).min() >= 0) if self.n else True
+
+
+# -- bitset helpers: row u of an (n+1, W) uint64 matrix holds one bit per destination t -----------------
+def _words(n):
+    return (n + 63) // 64
+
+
+def _identity_bits(n):
+    bits = np.zeros((n + 1, _words(n)), dtype=np.uint64)
+    idx = np.arange(n)
+    bits[idx, idx // 64] = np.left_shift(np.uint64(1), (idx % 64).astype(np.uint64))
+    return bits
+
+
+def _unpack(bits, n):
+    """(rows, W) uint64 → (rows, n) bool."""
+    return np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")[:, :n].astype(bool)
+
+
+def _ports_from_choice(chosen, n):
+    port = np.full((n, n), -1, dtype=np.int8)
+    for p in range(chosen.shape[0]):
+        if chosen[p].any():
+            port[_unpack(chosen[p], n)] = p
+    return port
+
+
+def _padded_nbr(fab):
+    # -1 (no link) points at the all-zero padding row n of every bitset matrix.
+    return np.where(fab.nbr < 0, fab.n, fab.nbr)
+
+
+# -- engines ------------------------------------------------------------------------------------------
+def route_shortest_path(fab):
+    """Minimal routes: BFS from every destination at once, one frontier level per step, as bitsets.
+
+    Ties go to the lowest port number. Shortest-path routing is not deadlock-free in general; check_routes
+    reports whether the channel-dependency graph of this table happens to be acyclic.
+    """
+    _need_numpy()
+    n, P = fab.n, fab.P
+    nbr = _padded_nbr(fab)
+    visited = _identity_bits(n)
+    frontier = visited.copy()
+    chosen = np.zeros((P, n, _words(n)), dtype=np.uint64)
+    while frontier.any():
+        nxt = np.zeros_like(frontier)
+        for p in range(P):
+            cand = frontier[nbr[:, p]] & ~visited[:n]
+            chosen[p] |= cand
+            visited[:n] |= cand
+            nxt[:n] |= cand
+        frontier = nxt
+    return _ports_from_choice(chosen, n)
+
+
+def _bfs_levels(fab, root):
+    level = np.full(fab.n, -1, dtype=np.int64)
+    level[root] = 0
+    frontier = np.array([root])
+    depth = 0
+    while frontier.size:
+        depth += 1
+        cand = fab.nbr[frontier].ravel()
+        cand = np.unique(cand[cand >= 0])
+        cand = cand[level[cand] < 0]
+        level[cand] = depth
+        frontier = cand
+    return level
+
+
+def updown_orientation(fab, root=None):
+    """``(up, level)``: ``up[i, p]`` is True when the link out of port p of node i goes *up*, i.e. towards a
+    smaller (BFS level from the root, node id) pair. Every link is up in one direction and down in the other."""
+    _need_numpy()
+    root_index = 0 if root is None else fab.node_index(root)
+    level = _bfs_levels(fab, root_index)
+    if (level < 0).any():
+        missing = fab.ids[level < 0][:5].tolist()
+        raise RoutingError("the fabric is not connected: nodes %s cannot be reached from node %d"
+                           % (missing, fab.ids[root_index]))
+    rank = level * (int(fab.ids.max()) + 1) + fab.ids
+    valid = fab.nbr >= 0
+    up = valid & (rank[np.where(valid, fab.nbr, 0)] < rank[:, None])
+    return up, level
+
+
+def route_updown(fab, root=None):
+    """up*/down* routing: legal routes take zero or more up links, then zero or more down links.
+
+    Destination-based tables must stay legal for a packet that has already turned down, so a node that has
+    a down-only path to the destination uses its shortest down-only path; any other node takes an up link
+    towards the neighbour with the shortest (legal) remaining route. Computed for all destinations at once
+    with bitset frontiers: pass 1 finds who has a down-only path (and its first port), pass 2 re-runs the
+    down frontiers level by level and lets the remaining nodes join one level after an up-neighbour.
+    The CDG of such routes is acyclic on any connected fabric (the (level, id) order never cycles).
+    """
+    _need_numpy()
+    n, P = fab.n, fab.P
+    up, _ = updown_orientation(fab, root)
+    down = (fab.nbr >= 0) & ~up
+    nbr = _padded_nbr(fab)
+    # ports that are not down (resp. up) point at the zero padding row, so no masking is needed per step
+    nbr_down = np.where(down, nbr, n)
+    nbr_up = np.where(up, nbr, n)
+    chosen = np.zeros((P, n, _words(n)), dtype=np.uint64)
+    down_ports = [p for p in range(P) if down[:, p].any()]
+    up_ports = [p for p in range(P) if up[:, p].any()]
+
+    def down_step(frontier, visited, record):
+        nxt = np.zeros_like(frontier)
+        for p in down_ports:
+            cand = frontier[nbr_down[:, p]]
+            cand &= ~visited[:n]
+            if record:
+                chosen[p] |= cand
+            visited[:n] |= cand
+            nxt[:n] |= cand
+        return nxt
+
+    # pass 1: down-only reachability (and ports)
+    has_down = _identity_bits(n)
+    frontier = has_down.copy()
+    while frontier.any():
+        frontier = down_step(frontier, has_down, True)
+    # pass 2: level-synchronous; nodes without a down path join one level after an up-neighbour
+    visited_d = _identity_bits(n)
+    fd = visited_d.copy()
+    assigned = has_down.copy()
+    fl = fd.copy()
+    while fl.any() or fd.any():
+        fd = down_step(fd, visited_d, False)
+        nxt = fd.copy()
+        for p in up_ports:
+            cand = fl[nbr_up[:, p]]
+            cand &= ~assigned[:n]
+            chosen[p] |= cand
+            assigned[:n] |= cand
+            nxt[:n] |= cand
+        fl = nxt
+    return _ports_from_choice(chosen, n)
+
+
+def _direction_ports(fab):
+    """``dir_port[i, d, s]``: port of node i towards its neighbour in dimension d, s=0 minus / s=1 plus
+    (-1 if absent); ``dim_of[i, p]`` and ``wrap[i, p]`` (the link is a torus wrap-around: the dateline)."""
+    n, P = fab.n, fab.P
+    C = fab.coords
+    D = C.shape[1]
+    k = np.asarray(fab.sizes)
+    torus = fab.kind == "Torus"
+    dir_port = np.full((n, D, 2), -1, dtype=np.int16)
+    dim_of = np.full((n, P), -1, dtype=np.int16)
+    wrap = np.zeros((n, P), dtype=bool)
+    rows = np.arange(n)
+    for p in range(P):
+        v = fab.nbr[:, p]
+        ok = v >= 0
+        diff = C[np.where(ok, v, 0)] - C
+        nonzero = diff != 0
+        ok &= nonzero.sum(axis=1) == 1
+        d = np.argmax(nonzero, axis=1)
+        delta = diff[rows, d]
+        kd = k[d]
+        if torus:
+            mod = delta % kd
+            plus = ok & (mod == 1)
+            minus = ok & (mod == kd - 1)
+        else:
+            plus, minus = ok & (delta == 1), ok & (delta == -1)
+        both = plus & minus  # extent 2: two parallel links, the first free direction wins
+        plus_free = dir_port[rows, d, 1] < 0
+        plus = np.where(both, plus_free, plus)
+        minus = np.where(both, ~plus_free, minus)
+        for sel, s in ((plus, 1), (minus, 0)):
+            sel = sel & (dir_port[rows, d, s] < 0)
+            dir_port[rows[sel], d[sel], s] = p
+            dim_of[sel, p] = d[sel]
+            if torus:
+                wrap[sel, p] = (C[rows[sel], d[sel]] == (kd[sel] - 1)) if s else (C[rows[sel], d[sel]] == 0)
+    return dir_port, dim_of, wrap
+
+
+def route_dimension_order(fab, chunk=512):
+    """Dimension-order routing on a Mesh, Torus or Hypercube: correct dimension 0 first, then 1, …
+
+    On a torus each dimension goes the shorter way round (ties: plus). Deadlock freedom on a torus needs two
+    virtual channels per link with a dateline on the wrap-around link of every ring (see check_routes).
+    """
+    _need_numpy()
+    if fab.coords is None:
+        raise RoutingError("DimensionOrder needs a fabric that is one Mesh, Torus or Hypercube with coordinates")
+    n = fab.n
+    dir_port, _, _ = _direction_ports(fab)
+    C = fab.coords.astype(np.int16)
+    port = np.full((n, n), -1, dtype=np.int8)
+    torus = fab.kind == "Torus"
+    for start in range(0, n, chunk):
+        rows = slice(start, min(n, start + chunk))
+        undecided = np.ones((rows.stop - start, n), dtype=bool)
+        block = port[rows]
+        for d, k in enumerate(fab.sizes):
+            cu, ct = C[rows, d][:, None], C[:, d][None, :]
+            if torus:
+                delta = (ct - cu) % k
+                differ = delta != 0
+                plus = delta <= k // 2
+            else:
+                differ = ct != cu
+                plus = ct > cu
+            sel = undecided & differ
+            choice = np.where(plus, dir_port[rows, d, 1][:, None], dir_port[rows, d, 0][:, None])
+            np.copyto(block, choice.astype(np.int8), where=sel)
+            undecided &= ~differ
+    missing = (port < 0)
+    missing[np.arange(n), np.arange(n)] = False
+    if missing.any():
+        i, t = np.argwhere(missing)[0]
+        raise RoutingError("DimensionOrder has no link to use from node %d towards node %d (is a link missing?)"
+                           % (fab.ids[i], fab.ids[t]))
+    return port
+
+
+def compute(fab, algorithm, root=None):
+    """Full table ``port[src, dst]`` (output port at src towards dst, -1 on the diagonal)."""
+    name = algorithm_name(algorithm)
+    if name == "DimensionOrder":
+        return route_dimension_order(fab)
+    if name == "ShortestPath":
+        return route_shortest_path(fab)
+    return route_updown(fab, root)
+
+
+# -- following routes ---------------------------------------------------------------------------------
+def next_hops(fab, port):
+    """``nxt[u, t]``: neighbour index the packet for t goes to from u (t on the diagonal, -1 if no port)."""
+    n = fab.n
+    p = port.astype(np.int64)
+    safe = np.where(p < 0, 0, p)
+    nxt = np.take_along_axis(fab.nbr, safe, axis=1) if n else np.zeros((0, 0), dtype=np.int32)
+    nxt = np.where(p < 0, -1, nxt)
+    nxt[np.arange(n), np.arange(n)] = np.arange(n)
+    return nxt
+
+
+def next_hop(fab, port, src_id, dst_id):
+    i, t = fab.node_index(src_id), fab.node_index(dst_id)
+    p = int(port[i, t])
+    return None if p < 0 else int(fab.ids[fab.nbr[i, p]])
+
+
+def route(fab, port, src_id, dst_id):
+    """Node ids along the route from src to dst (raises RoutingError on a dead end or a loop)."""
+    i, t = fab.node_index(src_id), fab.node_index(dst_id)
+    path = [i]
+    while i != t:
+        p = int(port[i, t])
+        if p < 0 or fab.nbr[i, p] < 0:
+            raise RoutingError("route %d → %d ends at node %d" % (src_id, dst_id, fab.ids[i]))
+        i = int(fab.nbr[i, p])
+        if len(path) > fab.n:
+            raise RoutingError("route %d → %d loops" % (src_id, dst_id))
+        path.append(i)
+    return [int(fab.ids[j]) for j in path]
+
+
+def hop_counts(fab, port):
+    """Pointer jumping over the next-hop table: ``(hops[u, t], reached[u, t])`` in O(log n) array steps.
+
+    A route that loops or ends early never reaches t; its ``reached`` entry is False."""
+    n = fab.n
+    nxt = next_hops(fab, port)
+    cols = np.arange(n)[None, :]
+    jump = np.where(nxt < 0, np.arange(n)[:, None], nxt).astype(np.int64)  # dead end: stay (never reaches)
+    hops = (np.arange(n)[:, None] != cols).astype(np.int32)
+    hops[nxt < 0] = 0
+    flat_cols = np.broadcast_to(cols, (n, n))
+    steps = 1
+    while steps <= n:
+        idx = jump * n + flat_cols
+        hops = hops + hops.ravel()[idx]
+        jump = jump.ravel()[idx]
+        steps *= 2
+    reached = jump == flat_cols
+    return hops, reached
+
+
+# -- channel dependency graph -------------------------------------------------------------------------
+def cdg_edges(fab, port, vcs=None):
+    """Edges (from channel, to channel) of the channel-dependency graph of a table.
+
+    Without ``vcs`` a channel is (node, port) = ``node * P + port`` and the dependencies follow directly from
+    the destination-based table. With ``vcs="dateline"`` (torus dimension-order) a channel is
+    ``(node * P + port) * 2 + vc``: a packet starts every dimension on VC 0 and moves to VC 1 on the ring's
+    wrap-around link (the dateline), so each ring's dependency cycle is cut; routes are walked for all
+    (src, dst) pairs at once to carry the VC along.
+    """
+    n, P = fab.n, fab.P
+    if vcs is None:
+        nxt = next_hops(fab, port)
+        u, t = np.nonzero((nxt >= 0) & (nxt != np.arange(n)[None, :]) & (port >= 0))
+        v = nxt[u, t]
+        q = port[v, t].astype(np.int64)
+        keep = q >= 0
+        first = u[keep].astype(np.int64) * P + port[u[keep], t[keep]]
+        second = v[keep].astype(np.int64) * P + q[keep]
+        edges = np.unique(first * (n * P) + second)
+        return n * P, edges // (n * P), edges % (n * P)
+    if vcs != "dateline":
+        raise RoutingError("unknown virtual-channel scheme %r" % (vcs,))
+    _, dim_of, wrap = _direction_ports(fab)
+    chans = n * P * 2
+    src, dst = np.nonzero(~np.eye(n, dtype=bool))
+    cur = src.astype(np.int64)
+    dst = dst.astype(np.int64)
+    vc = np.zeros_like(cur)
+    prev_dim = np.full_like(cur, -1)
+    prev_chan = np.full_like(cur, -1)
+    found = []
+    for _ in range(n):
+        if not cur.size:
+            break
+        p = port[cur, dst].astype(np.int64)
+        ok = p >= 0
+        cur, dst, vc, prev_dim, prev_chan, p = cur[ok], dst[ok], vc[ok], prev_dim[ok], prev_chan[ok], p[ok]
+        d = dim_of[cur, p]
+        vc = np.where(d == prev_dim, vc, 0)
+        vc = np.where(wrap[cur, p], 1, vc)
+        chan = (cur * P + p) * 2 + vc
+        has_prev = prev_chan >= 0
+        found.append(np.unique(prev_chan[has_prev] * chans + chan[has_prev]))
+        prev_chan, prev_dim = chan, d
+        cur = fab.nbr[cur, p].astype(np.int64)
+        active = cur != dst
+        cur, dst, vc, prev_dim, prev_chan = cur[active], dst[active], vc[active], prev_dim[active], prev_chan[active]
+    edges = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+    return chans, edges // chans, edges % chans
+
+
+def acyclic(num, src, dst):
+    """Kahn's algorithm over edge arrays, one frontier of zero in-degree vertices per numpy step.
+    Returns ``(True, empty)`` or ``(False, vertices left on or behind a cycle)``."""
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    order = np.argsort(src, kind="stable")
+    dst_sorted = dst[order]
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=num))))
+    indeg = np.bincount(dst, minlength=num)
+    frontier = np.nonzero(indeg == 0)[0]
+    removed = 0
+    while frontier.size:
+        removed += frontier.size
+        starts, counts = indptr[frontier], indptr[frontier + 1] - indptr[frontier]
+        total = int(counts.sum())
+        if not total:
+            break
+        offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+        targets = dst_sorted[offsets + np.arange(total)]
+        dec = np.bincount(targets, minlength=num)
+        indeg -= dec
+        frontier = np.nonzero((indeg == 0) & (dec > 0))[0]
+    left = np.nonzero(indeg > 0)[0]
+    return left.size == 0, left
+
+
+def check_routes(fab, port, vcs=None, algorithm=None):
+    """Prove a table: every route reaches its destination without a loop, and the CDG is acyclic.
+
+    Returns a summary ``{algorithm, nodes, links, reachable, unreachable_pairs, max_hops, avg_hops,
+    deadlock_free, virtual_channels, cdg_channels_on_cycles, problems}``.
+    """
+    _need_numpy()
+    n = fab.n
+    problems = []
+    hops, reached = hop_counts(fab, port)
+    bad = np.argwhere(~reached)
+    for i, t in bad[:5]:
+        problems.append("route %d -> %d does not reach its destination" % (fab.ids[i], fab.ids[t]))
+    off = ~np.eye(n, dtype=bool)
+    good_hops = hops[reached & off]
+    deadlock_free, left = None, np.zeros(0)
+    if not bad.size:
+        num, s, d = cdg_edges(fab, port, vcs=vcs)
+        deadlock_free, left = acyclic(num, s, d)
+        if not deadlock_free:
+            problems.append("the channel-dependency graph has a cycle through %d channels%s"
+                            % (left.size, "" if vcs else " (without virtual channels)"))
+    return {
+        "algorithm": algorithm,
+        "nodes": int(n),
+        "links": int((fab.nbr >= 0).sum() // 2),
+        "reachable": bool(not bad.size),
+        "unreachable_pairs": int(bad.shape[0]),
+        "max_hops": int(good_hops.max()) if good_hops.size else 0,
+        "avg_hops": round(float(good_hops.mean()), 3) if good_hops.size else 0.0,
+        "deadlock_free": bool(deadlock_free) if deadlock_free is not None else False,
+        "virtual_channels": 2 if vcs == "dateline" else 1,
+        "cdg_channels_on_cycles": int(left.size),
+        "problems": problems,
+    }
+
+
+def plan(fab, algorithm, root=None):
+    """Compute and check a table: ``(port, summary)``; torus dimension-order is checked with dateline VCs."""
+    name = algorithm_name(algorithm)
+    port = compute(fab, name, root)
+    vcs = "dateline" if name == "DimensionOrder" and fab.kind == "Torus" else None
+    return port, check_routes(fab, port, vcs=vcs, algorithm=name)
+
+
+def tables(fab, port):
+    """``{src id: {dst id: port}}`` for JSON / installation (the diagonal is left out)."""
+    out = {}
+    ids = fab.ids.tolist()
+    for i, row in enumerate(port.tolist()):
+        out[ids[i]] = {ids[t]: p for t, p in enumerate(row) if t != i}
+    return out
+
+
+def table_changes(before, after):
+    """Lines ``node S: dst D port A -> B`` for entries that differ between two ``tables()`` dicts."""
+    lines = []
+    for src in sorted(set(before) | set(after), key=int):
+        b, a = before.get(src, {}), after.get(src, {})
+        for dst in sorted(set(b) | set(a), key=int):
+            if b.get(dst) != a.get(dst):
+                lines.append("node %s: dst %s port %s -> %s" % (src, dst, b.get(dst, "-"), a.get(dst, "-")))
+    return lines
+
+
+def to_dot(fab, port=None, algorithm=None, root=None, types=None):
+    """Graphviz text of the fabric: one edge per link labelled with its ports; with up*/down* the link
+    direction is drawn towards the up end and nodes are ranked by BFS level."""
+    lines = ["graph extoll {", '  graph [label="EXTOLL fabric%s"];'
+             % (" (%s)" % algorithm if algorithm else ""), "  node [shape=box];"]
+    level = None
+    if algorithm and algorithm_name(algorithm) == "UpDown":
+        _, level = updown_orientation(fab, root)
+    for i, nid in enumerate(fab.ids.tolist()):
+        label = str(nid)
+        if fab.guids is not None:
+            label += "\\n0x%x" % fab.guids[i]
+        if types:
+            label += "\\n%s" % types.get(nid, "")
+        if fab.coords is not None:
+            label += "\\n(%s)" % ",".join(str(c) for c in fab.coords[i].tolist())
+        if level is not None:
+            label += "\\nlevel %d" % level[i]
+        lines.append('  n%d [label="%s"];' % (nid, label))
+    for i in range(fab.n):
+        for p in range(fab.P):
+            j = int(fab.nbr[i, p])
+            q = int(fab.nbr_port[i, p])
+            if j < 0 or (j, q) < (i, p):
+                continue
+            lines.append('  n%d -- n%d [taillabel="%d", headlabel="%d"];' % (fab.ids[i], fab.ids[j], p, q))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
