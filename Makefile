@@ -1,0 +1,47 @@
+# msa.hpc bundle: the few commands a person types. Everything a node needs is done by playbooks.
+SHELL := /bin/bash
+VENV  ?= $(CURDIR)/.venv
+BIN   := $(VENV)/bin
+SYSTEM ?= mini
+SITE   ?= example
+INVENTORY := -i common.yml -i inventories/systems/$(SYSTEM) -i inventories/sites/$(SITE)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(BIN):$(PATH)
+STEP = @printf '[%s] == %s\n' "$$(date +%H:%M:%S)" 
+
+.PHONY: setup demo sim-up sim-down site test unit molecule bench clean
+
+setup:            ## packages, host fixes, venv, node image (each skipped when already there)
+	bash scripts/setup.sh
+
+sim-up: setup     ## bring the simulated system up
+	$(STEP) "sim_up $(SYSTEM)"
+	$(BIN)/ansible-playbook $(INVENTORY) playbooks/sim_up.yml
+
+sim-down:         ## remove the simulated system's containers and networks
+	$(STEP) "sim_down $(SYSTEM)"
+	$(BIN)/ansible-playbook $(INVENTORY) playbooks/sim_down.yml
+
+site:             ## deploy the whole stack onto the (simulated or real) system
+	$(STEP) "site.yml on $(SYSTEM) (site $(SITE))"
+	$(BIN)/ansible-playbook $(INVENTORY) playbooks/site.yml
+
+demo: sim-up site ## the README's first command: simulated system, full stack, a modular workflow
+	$(STEP) "demo workflow"
+	$(BIN)/ansible-playbook $(INVENTORY) playbooks/demo.yml
+
+unit: setup       ## unit and integration tests that need no simulated system
+	$(STEP) "pytest"
+	$(BIN)/python -m pytest -q
+
+molecule: setup   ## build the simulated system, converge, idempotence, verify, destroy
+	$(STEP) "molecule test (default scenario: $(SYSTEM))"
+	$(BIN)/molecule test -s default
+
+test: unit molecule ## the README's second command (and what .ci/run calls)
+
+bench: setup      ## benchmarks: print figures and ratios measured in one run
+	for b in tests/bench/bench_*.py; do $(STEP) "$$b"; $(BIN)/python $$b || exit 1; done
+
+clean: sim-down
+	rm -rf .cache
