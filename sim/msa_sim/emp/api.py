@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The EMP master's REST API (seed 004 §2.1 endpoints) over http.server, with bearer-token auth."""
+from __future__ import annotations
+
+import hmac
+import json
+import re
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from .engine import EmpError
+
+NODE_RE = re.compile(r"^nodes/(\d+)(?:/(link|xbar|pcie|velo|rma))?$")
+
+
+def make_server(master, address, port, token=None):
+    """A ThreadingHTTPServer serving ``master`` (an engine.Master); ``port`` 0 picks a free port."""
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "emp-master/1"
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt, *args):  # the master keeps its own log
+            pass
+
+        def _send(self, status, payload, content_type="application/json"):
+            if content_type == "application/json":
+                body = json.dumps(payload, sort_keys=True).encode()
+            else:
+                body = payload.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _body(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            if not length:
+                return {}
+            try:
+                data = json.loads(self.rfile.read(length).decode())
+            except ValueError:
+                raise EmpError("request body is not JSON")
+            if not isinstance(data, dict):
+                raise EmpError("request body must be a JSON object")
+            return data
+
+        def _authorised(self):
+            if not token:
+                return True
+            given = self.headers.get("Authorization", "")
+            return given.startswith("Bearer ") and hmac.compare_digest(given[7:].strip(), token)
+
+        def _dispatch(self, method):
+            path = self.path.split("?", 1)[0].strip("/")
+            if path.startswith("api/"):
+                path = path[4:]
+            if not self._authorised():
+                return self._send(401, {"error": {"message": "missing or wrong bearer token"}})
+            try:
+                result = route(method, path, self._body() if method in ("POST", "PUT") else {})
+            except EmpError as exc:
+                return self._send(exc.status, {"error": {"message": str(exc)}})
+            if isinstance(result, tuple):
+                return self._send(200, result[1], result[0])
+            return self._send(200, result)
+
+        def do_GET(self):
+            self._dispatch("GET")
+
+        def do_POST(self):
+            self._dispatch("POST")
+
+        def do_PUT(self):
+            self._dispatch("PUT")
+
+    def route(method, path, body):
+        m = master
+        text = "text/plain; charset=utf-8"
+        table = {
+            ("GET", "emp/getTD"): lambda: (text, _td(m.discovered())),
+            ("GET", "emp/getdot"): lambda: (text, m.store.get("routes_dot") or m.plan("UpDown", "auto")["dot"]),
+            ("POST", "emp/run"): lambda: m.run(body.get("routing"), body.get("mode", "topology"),
+                                               bool(body.get("dry_run")), body.get("timeout")),
+            ("GET", "emp/status"): m.status,
+            ("POST", "emp/discover"): lambda: _discover(m),
+            ("GET", "emp/topology"): lambda: {"td": m.store.get("topology_td"),
+                                              "source": m.store.get("topology_source")},
+            ("PUT", "emp/topology"): lambda: _put_topology(m, body),
+            ("GET", "emp/routes"): lambda: {"version": m.store.get("routes_version", 0),
+                                            "algorithm": m.store.get("routes_algorithm"),
+                                            "summary": m.store.get("routes_summary"),
+                                            "tables": m.store.get("routes_tables") or {}},
+            ("GET", "log"): lambda: (text, "\n".join(m.store.log_lines()) + "\n"),
+            ("GET", "network/status"): m.network_status,
+            ("POST", "network/start"): m.network_start,
+            ("POST", "network/stop"): m.network_stop,
+            ("GET", "network/info"): m.network_info,
+            ("GET", "network/missinglinks"): lambda: (m.comparison() or {}).get("missing_links", []),
+            ("GET", "network/missingnodes"): lambda: (m.comparison() or {}).get("missing_nodes", []),
+            ("GET", "nodes"): m.nodes,
+            ("POST", "slaves/report"): lambda: m.report(body),
+        }
+        handler = table.get((method, path))
+        if handler is not None:
+            return handler()
+        match = NODE_RE.match(path)
+        if match and method == "GET":
+            node_id, unit = int(match.group(1)), match.group(2)
+            if unit is None:
+                return m.node(node_id)
+            if unit == "link":
+                return m.node_links(node_id)
+            if unit == "xbar":
+                return m.node_xbar(node_id)
+            return m.node_unit(node_id, unit)
+        raise EmpError("no endpoint %s %s" % (method, path), 404)
+
+    return ThreadingHTTPServer((address, int(port)), Handler)
+
+
+def _td(topo):
+    from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+    return T.to_td(topo)
+
+
+def _discover(m):
+    topo = m.discover()
+    from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+    return {"nodes": [n.as_dict() for n in (topo.nodes[i] for i in sorted(topo.nodes))],
+            "links": [T.format_link(link) for link in topo.links], "comparison": m.comparison(topo)}
+
+
+def _put_topology(m, body):
+    if "td" in body:
+        changed, topo = m.set_topology(td=body["td"], source=body.get("source") or "<api>")
+    elif "topology" in body:
+        changed, topo = m.set_topology(data=body["topology"], source=body.get("source") or "<api>")
+    else:
+        raise EmpError("PUT emp/topology needs td (text) or topology (mapping)")
+    return {"changed": changed, "nodes": len(topo.nodes), "links": len(topo.links), "routing": topo.routing}

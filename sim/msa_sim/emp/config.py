@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Read the EMP `key = value` configuration files (/etc/extoll/master.conf, /etc/extoll/slave.conf)."""
+from __future__ import annotations
+
+MASTER_DEFAULTS = {
+    "listen_address": "127.0.0.1",
+    "listen_port": "9000",
+    "topology_file": "",
+    "auto_configuration": "off",
+    "state_dir": "/var/lib/emp",
+    "token_file": "",
+    "extoll_cidr": "10.44.0.0/24",
+    "discovery": "slaves",          # slaves: from slave reports; file: discovery_file is the physical fabric
+    "discovery_file": "",
+    "discovery_interval": "2",      # seconds between discoveries while waiting for the topology
+    "slave_timeout": "5",           # a slave silent for longer is gone
+    "routing": "",                  # default routing override (DimensionOrder, ShortestPath, UpDown)
+    "updown_root": "",              # node id of the up*/down* root (default: lowest id)
+}
+
+SLAVE_DEFAULTS = {
+    "master": "http://127.0.0.1:9000",
+    "guid": "",
+    "node_id": "",
+    "address": "",
+    "extoll_cidr": "10.44.0.0/24",
+    "interface_prefix": "ext",
+    "hello_interval": "1",
+    "report_interval": "1",
+    "token_file": "",
+    "route_table": "44",
+    "rule_priority": "1000",
+}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def parse(text, defaults=None, source="<config>"):
+    conf = dict(defaults or {})
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if "=" not in line:
+            raise ConfigError("%s:%d: expected 'key = value', got %r" % (source, lineno, line))
+        key, value = (part.strip() for part in line.split("=", 1))
+        if defaults is not None and key not in defaults:
+            raise ConfigError("%s:%d: unknown key %r" % (source, lineno, key))
+        conf[key] = value
+    return conf
+
+
+def load(path, defaults):
+    with open(path, encoding="utf-8") as handle:
+        return parse(handle.read(), defaults, path)
+
+
+def flag(value):
+    return str(value).strip().lower() in ("1", "on", "yes", "true")
+
+
+def read_token(path):
+    if not path:
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().strip() or None

@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""EMP master daemon: `python3 -m msa_sim.emp.master [-c /etc/extoll/master.conf]`."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+from . import config
+from .api import make_server
+from .engine import Master
+from .store import Store
+
+
+def build(conf):
+    store = Store(os.path.join(conf["state_dir"], "master.sqlite"))
+    master = Master(conf, store)
+    server = make_server(master, conf["listen_address"], conf["listen_port"], config.read_token(conf["token_file"]))
+    return master, server
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="emp-master", description=__doc__)
+    parser.add_argument("-c", "--config", default="/etc/extoll/master.conf")
+    args = parser.parse_args(argv)
+    try:
+        conf = config.load(args.config, config.MASTER_DEFAULTS)
+        master, server = build(conf)
+    except (OSError, ValueError, RuntimeError) as exc:
+        print("emp-master: %s" % exc, file=sys.stderr)
+        return 1
+    master.store.log("master listening on %s:%s" % server.server_address[:2])
+    print("emp-master listening on %s:%s" % server.server_address[:2], flush=True)
+    if config.flag(conf["auto_configuration"]):
+        def auto():
+            mode = "topology" if master.expected() is not None else "auto"
+            master.run(mode=mode)
+            if master.wait(timeout=float("inf")).get("state") == "done":
+                master.network_start()
+        threading.Thread(target=auto, daemon=True).start()
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
