@@ -132,8 +132,7 @@ class Master:
         return T.compare(expected, discovered if discovered is not None else self.discover(log=False))
 
     # -- routing ----------------------------------------------------------------------------
-    def _algorithm(self, routing, mode):
-        expected = self.expected()
+    def _algorithm(self, routing, mode, expected):
         if routing:
             return R.algorithm_name(routing)
         if self.conf.get("routing"):
@@ -142,12 +141,18 @@ class Master:
             return "UpDown"
         return expected.routing
 
-    def plan(self, routing=None, mode="auto", discovered=None):
-        """Compute (without installing) tables for the discovered fabric: a dict with summary, tables, dot."""
+    def plan(self, routing=None, mode="auto", discovered=None, expected=None):
+        """Compute (without installing) tables for the discovered fabric: a dict with summary, tables, dot.
+        ``expected`` replaces the stored topology definition for this computation only."""
         discovered = discovered if discovered is not None else self.discover(log=False)
-        expected = self.expected()
+        expected = expected if expected is not None else self.expected()
         comparison = T.compare(expected, discovered) if expected is not None else None
-        algorithm = self._algorithm(routing, mode)
+        algorithm = self._algorithm(routing, mode, expected)
+        if mode == "topology" and comparison is not None and (comparison["missing_nodes"]
+                                                             or comparison["missing_links"]):
+            # the definition is not there yet: a run would wait, so a plan has nothing to compute
+            return {"algorithm": algorithm, "mode": mode, "summary": None, "tables": {}, "dot": None,
+                    "comparison": comparison, "waiting": True, "fabric": None, "port": None, "topology": None}
         # Coordinates (for DimensionOrder) come from the definition when the fabric matches it.
         topo = expected if comparison is not None and T.matches(comparison) else discovered
         if not topo.nodes:
@@ -180,7 +185,7 @@ class Master:
             per_guid[by_id[src].guid] = entries
         return per_guid
 
-    def run(self, routing=None, mode="topology", dry_run=False, timeout=None):
+    def run(self, routing=None, mode="topology", dry_run=False, timeout=None, td=None, topology=None):
         """emp/run: dry-run answers the plan at once; otherwise a background job discovers (in topology mode
         until the fabric matches the definition), computes, installs and waits for every slave's ack."""
         if mode not in MODES:
@@ -191,7 +196,15 @@ class Master:
             except R.RoutingError as exc:
                 raise EmpError(str(exc))
         if dry_run:
-            plan = self.plan(routing, mode)
+            expected = None
+            try:
+                if td is not None:
+                    expected = T.parse_td(td, "<request>")
+                elif topology is not None:
+                    expected = T.from_dict(topology, "<request>")
+            except T.TopologyError as exc:
+                raise EmpError(str(exc))
+            plan = self.plan(routing, mode, expected=expected)
             return {k: v for k, v in plan.items() if k not in ("fabric", "port", "topology")}
         with self.lock:
             self._generation += 1
