@@ -109,8 +109,11 @@ def _read_structured(path):
 def parse_pool(data, source="pool"):
     """Validate a pool description (the dict form of pool.yml) and return ``(gateways, settings)``.
 
-    ``settings`` holds ``route_fabric`` (the fabric whose address goes in routing files), ``port``
-    (psgwd port, 0 = the daemon picks one) and ``agent_port``.
+    ``settings``: ``route_fabric`` (the fabric whose address goes in routing files), ``port`` (psgwd port,
+    0 = the daemon picks one), ``agent_port``, ``selection`` (lru / round_robin), ``strategy`` (default
+    routing strategy), ``license`` (Slurm license that carries the gateway count), ``route_prefix``
+    (default routing file name ``<prefix>-<job id>``), ``cluster_partitions`` (partitions on the cluster
+    side of the gateways; every other partition is the booster side) and ``plugin_dirs``.
     """
     if not isinstance(data, dict) or not isinstance(data.get("gateways"), list):
         raise PoolError("%s: expected a mapping with a 'gateways' list" % source)
@@ -141,7 +144,17 @@ def parse_pool(data, source="pool"):
                             % (where, name, fabric, ", ".join(sorted(addresses))))
         agent = entry.get("agent") or "http://%s:%d" % (entry.get("management", name), agent_port)
         gateways.append(Gateway(name, addresses, addresses[fabric], str(agent), seq=i))
-    return gateways, {"route_fabric": route_fabric, "port": port, "agent_port": agent_port}
+    selection = data.get("selection", "lru")
+    if selection not in SELECTIONS:
+        raise PoolError("%s: selection is %r, expected one of %s" % (source, selection, ", ".join(SELECTIONS)))
+    cluster_partitions = data.get("cluster_partitions", ["cm", "cluster"])
+    if not isinstance(cluster_partitions, list) or not all(isinstance(p, str) for p in cluster_partitions):
+        raise PoolError("%s: cluster_partitions is %r, expected a list of partition names" % (source, cluster_partitions))
+    settings = {"route_fabric": route_fabric, "port": port, "agent_port": agent_port, "selection": selection,
+                "strategy": str(data.get("strategy", "balance")), "license": str(data.get("license", "gateway")),
+                "route_prefix": str(data.get("route_prefix", "psgw-route")),
+                "cluster_partitions": cluster_partitions, "plugin_dirs": list(data.get("plugin_dirs") or [])}
+    return gateways, settings
 
 
 def load_pool_file(path):

@@ -1,0 +1,280 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""psgw-agent: the always-on REST service on a gateway node that starts and stops the per-job psgwd.
+
+API (bearer token on every call but /v1/health):
+  GET    /v1/health            {"ok": true, "gateway": name, "fabrics": {...}, "jobs": n}
+  GET    /v1/jobs              [daemon, ...]
+  POST   /v1/jobs              {"job": "42", "port": 0}  -> 201 daemon (200 if it already runs)
+  GET    /v1/jobs/<job>        daemon with live byte counters
+  DELETE /v1/jobs/<job>        stop it -> {"stopped": true|false, "stats": {...}}  (idempotent)
+"""
+
+import argparse
+import hmac
+import json
+import logging
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from msa_sim.psgwd.store import DaemonStore
+
+log = logging.getLogger("psgw-agent")
+JOB_RE = re.compile(r"^[0-9A-Za-z_.+-]{1,64}$")
+
+
+class AgentError(Exception):
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def _alive(pid, job):
+    """True when ``pid`` is still a psgwd for ``job`` (not a recycled pid)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            argv = fh.read().split(b"\0")
+    except OSError:
+        return False
+    return b"msa_sim.psgwd" in argv and job.encode() in argv
+
+
+class Agent:
+    """Starts one psgwd per job on this gateway, bound to the gateway's address on every fabric."""
+
+    def __init__(self, name, fabrics, state_dir, run_dir, python=sys.executable, start_timeout=10.0):
+        if not fabrics:
+            raise ValueError("the agent needs the gateway's address on each fabric (--fabric NAME=ADDR)")
+        self.name = name
+        self.fabrics = list(fabrics)
+        self.run_dir = run_dir
+        self.python = python
+        self.start_timeout = start_timeout
+        os.makedirs(run_dir, exist_ok=True)
+        self.store = DaemonStore(os.path.join(state_dir, "agent.db"))
+        self.children = {}
+        self.lock = threading.Lock()
+
+    def describe(self, rec, with_stats=False):
+        out = dict(rec, running=_alive(rec["pid"], rec["job"]), gateway=self.name)
+        out["endpoints"] = {f: ("[%s]:%d" if ":" in a else "%s:%d") % (a, rec["port"]) for f, a in self.fabrics}
+        if with_stats:
+            out["stats"] = self._stats(rec)
+        return out
+
+    @staticmethod
+    def _stats(rec):
+        try:
+            with open(rec["stats_file"], "r", encoding="utf-8") as fh:
+                return json.load(fh)
+        except (OSError, ValueError):
+            return None
+
+    def start(self, job, port=0):
+        if not JOB_RE.match(str(job)):
+            raise AgentError(400, "job %r is not a job id" % (job,))
+        if not isinstance(port, int) or not 0 <= port < 65536:
+            raise AgentError(400, "port %r is not a port number" % (port,))
+        with self.lock:
+            rec = self.store.get(job)
+            if rec and _alive(rec["pid"], rec["job"]):
+                return self.describe(rec), False
+            stats_file = os.path.join(self.run_dir, "psgwd-%s.json" % job)
+            log_file = open(os.path.join(self.run_dir, "psgwd-%s.log" % job), "ab")
+            argv = [self.python, "-m", "msa_sim.psgwd", "--job", str(job), "--port", str(port), "--name", self.name,
+                    "--stats-file", stats_file]
+            for fabric, addr in self.fabrics:
+                argv += ["--listen", "%s=%s" % (fabric, addr)]
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, env=os.environ.copy())
+            log_file.close()
+            lines = self._read_ready(proc)
+            if len(lines) < 2:
+                proc.kill()
+                proc.wait()
+                raise AgentError(500, "psgwd for job %s did not start (see %s/psgwd-%s.log)"
+                                 % (job, self.run_dir, job))
+            proc.stdout.close()
+            endpoint = lines[0]
+            real_port = int(endpoint.rsplit(":", 1)[1])
+            self.children[str(job)] = proc
+            self.store.add(job, proc.pid, real_port, ["%s=%s" % fa for fa in self.fabrics], stats_file)
+            log.info("started psgwd for job %s: pid %d port %d", job, proc.pid, real_port)
+            return self.describe(self.store.get(job)), True
+
+    def _read_ready(self, proc):
+        """Read the psgwd's two start-up lines (address:port, pid) within the start timeout."""
+        deadline, buf = time.monotonic() + self.start_timeout, b""
+        while buf.count(b"\n") < 2 and time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 0.1)
+            if ready:
+                chunk = os.read(proc.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                buf += chunk
+        return buf.decode(errors="replace").splitlines()
+
+    def stop(self, job, grace=5.0):
+        with self.lock:
+            rec = self.store.get(job)
+            if rec is None:
+                return {"job": str(job), "stopped": False, "reason": "no psgwd for this job", "gateway": self.name}
+            stopped = False
+            if _alive(rec["pid"], rec["job"]):
+                os.kill(rec["pid"], signal.SIGTERM)
+                deadline = time.monotonic() + grace
+                while _alive(rec["pid"], rec["job"]) and time.monotonic() < deadline:
+                    self._reap()
+                    time.sleep(0.05)
+                if _alive(rec["pid"], rec["job"]):
+                    os.kill(rec["pid"], signal.SIGKILL)
+                stopped = True
+            self._reap()
+            stats = self._stats(rec)
+            self.store.remove(job)
+            self.children.pop(str(job), None)
+            log.info("stopped psgwd for job %s", job)
+            return {"job": str(job), "stopped": stopped, "stats": stats, "gateway": self.name}
+
+    def _reap(self):
+        for job, proc in list(self.children.items()):
+            if proc.poll() is not None:
+                self.children.pop(job, None)
+
+    def list(self):
+        self._reap()
+        return [self.describe(r) for r in self.store.all()]
+
+    def get(self, job):
+        rec = self.store.get(job)
+        if rec is None:
+            raise AgentError(404, "no psgwd for job %s on %s" % (job, self.name))
+        return self.describe(rec, with_stats=True)
+
+    def health(self):
+        return {"ok": True, "gateway": self.name, "fabrics": dict(self.fabrics), "jobs": len(self.store.all())}
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "psgw-agent/1"
+
+    def log_message(self, fmt, *args):
+        log.info("%s %s", self.address_string(), fmt % args)
+
+    def _send(self, status, body):
+        raw = json.dumps(body, sort_keys=True).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _authorised(self):
+        token = self.server.token
+        if token is None:
+            return True
+        got = self.headers.get("Authorization", "")
+        return got.startswith("Bearer ") and hmac.compare_digest(got[7:].strip().encode(), token.encode())
+
+    def _dispatch(self, method):
+        agent = self.server.agent
+        path = self.path.split("?", 1)[0].rstrip("/")
+        try:
+            if method == "GET" and path == "/v1/health":
+                return self._send(200, agent.health())
+            if not self._authorised():
+                return self._send(401, {"error": {"message": "missing or wrong bearer token"}})
+            if path == "/v1/jobs" and method == "GET":
+                return self._send(200, agent.list())
+            if path == "/v1/jobs" and method == "POST":
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except ValueError:
+                    raise AgentError(400, "request body is not JSON")
+                if not isinstance(body, dict) or "job" not in body:
+                    raise AgentError(400, "request body needs a 'job'")
+                rec, created = agent.start(str(body["job"]), body.get("port", 0))
+                return self._send(201 if created else 200, rec)
+            m = re.fullmatch(r"/v1/jobs/([^/]+)", path)
+            if m and method == "GET":
+                return self._send(200, agent.get(m.group(1)))
+            if m and method == "DELETE":
+                return self._send(200, agent.stop(m.group(1)))
+            raise AgentError(404, "no such resource: %s %s" % (method, path))
+        except AgentError as exc:
+            return self._send(exc.status, {"error": {"message": str(exc)}})
+
+    def do_GET(self):
+        self._dispatch("GET")
+
+    def do_POST(self):
+        self._dispatch("POST")
+
+    def do_DELETE(self):
+        self._dispatch("DELETE")
+
+
+class AgentServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address, agent, token):
+        self.agent = agent
+        self.token = token
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, Handler)
+
+
+def read_token(path):
+    with open(path, "r", encoding="utf-8") as fh:
+        token = fh.read().strip()
+    if not token:
+        raise ValueError("token file %s is empty" % path)
+    return token
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m msa_sim.psgwd.agent", description="psgw-agent on a gateway node")
+    ap.add_argument("--listen", default="0.0.0.0:7433", help="management address:port to serve on")
+    ap.add_argument("--fabric", action="append", default=[], metavar="NAME=ADDR",
+                    help="this gateway's address on one fabric (repeat for each fabric)")
+    ap.add_argument("--name", default=socket.gethostname().split(".")[0])
+    ap.add_argument("--token-file", default="/etc/msa-gw/agent.token")
+    ap.add_argument("--insecure-no-auth", action="store_true", help="serve without a token (tests only)")
+    ap.add_argument("--state-dir", default="/var/lib/msa-gw")
+    ap.add_argument("--run-dir", default="/run/msa-gw")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="psgw-agent %(levelname)s %(message)s")
+    fabrics = []
+    for item in args.fabric:
+        name, sep, addr = item.partition("=")
+        if not sep or not name or not addr:
+            ap.error("--fabric %r is not NAME=ADDR" % item)
+        fabrics.append((name, addr))
+    try:
+        token = None if args.insecure_no_auth else read_token(args.token_file)
+        agent = Agent(args.name, fabrics, args.state_dir, args.run_dir)
+        host, _, port = args.listen.rpartition(":")
+        server = AgentServer((host.strip("[]"), int(port)), agent, token)
+    except (OSError, ValueError) as exc:
+        print("psgw-agent: %s" % exc, file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    print("psgw-agent %s serving on %s:%d" % (args.name, *server.server_address[:2]), flush=True)
+    server.serve_forever(poll_interval=0.2)
+    server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""psgw-agent on loopback: token auth, start/stop of the per-job psgwd, idempotence, restart of the agent."""
+
+import json
+import os
+import pathlib
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+from msa_sim.psgwd import protocol as proto
+from msa_sim.psgwd.agent import Agent, AgentServer
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TOKEN = "s3cret-token"
+
+
+def call(base, method, path, body=None, token=TOKEN):
+    req = urllib.request.Request(base + path, method=method, data=json.dumps(body).encode() if body else None,
+                                 headers={"Authorization": "Bearer " + token} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.fixture
+def agent_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "sim"), str(ROOT / "collections")]))
+    started = []
+
+    def start():
+        agent = Agent("gw01", [("ib", "127.0.0.2"), ("extoll", "127.0.0.3")], str(tmp_path / "state"),
+                      str(tmp_path / "run"))
+        server = AgentServer(("127.0.0.1", 0), agent, TOKEN)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+        started.append((agent, server))
+        return "http://127.0.0.1:%d" % server.server_address[1], agent, server
+
+    yield start
+    for agent, server in started:
+        for rec in agent.store.all() if agent.store.db else []:
+            agent.stop(rec["job"])
+        server.shutdown()
+        server.server_close()
+
+
+def test_requests_without_the_token_are_refused_but_health_is_open(agent_env):
+    base, _, _ = agent_env()
+    assert call(base, "GET", "/v1/jobs", token=None)[0] == 401
+    assert call(base, "GET", "/v1/jobs", token="wrong")[0] == 401
+    status, body = call(base, "GET", "/v1/health", token=None)
+    assert status == 200 and body["fabrics"] == {"ib": "127.0.0.2", "extoll": "127.0.0.3"}
+
+
+def test_start_reports_a_daemon_listening_on_both_fabrics_and_is_idempotent(agent_env):
+    base, _, _ = agent_env()
+    status, rec = call(base, "POST", "/v1/jobs", {"job": "77"})
+    assert status == 201 and rec["running"]
+    port = rec["port"]
+    assert rec["endpoints"] == {"ib": "127.0.0.2:%d" % port, "extoll": "127.0.0.3:%d" % port}
+    for endpoint in rec["endpoints"].values():
+        assert proto.query_stats(endpoint)["job"] == "77"
+    status, again = call(base, "POST", "/v1/jobs", {"job": "77"})
+    assert status == 200 and again["pid"] == rec["pid"]
+
+
+def test_stop_is_idempotent_and_returns_the_final_counters(agent_env):
+    base, _, _ = agent_env()
+    _, rec = call(base, "POST", "/v1/jobs", {"job": "78"})
+    status, res = call(base, "DELETE", "/v1/jobs/78")
+    assert status == 200 and res["stopped"] and res["stats"]["job"] == "78"
+    with pytest.raises(OSError):
+        proto.query_stats(rec["endpoints"]["ib"], timeout=2)
+    status, res = call(base, "DELETE", "/v1/jobs/78")
+    assert status == 200 and res["stopped"] is False
+    assert call(base, "GET", "/v1/jobs/78")[0] == 404
+
+
+def test_bad_job_id_is_rejected_with_the_value_named(agent_env):
+    base, _, _ = agent_env()
+    status, body = call(base, "POST", "/v1/jobs", {"job": "../etc"})
+    assert status == 400 and "'../etc'" in body["error"]["message"]
+
+
+def test_a_restarted_agent_still_knows_and_stops_running_daemons(agent_env):
+    base, _, server = agent_env()
+    _, rec = call(base, "POST", "/v1/jobs", {"job": "79"})
+    server.shutdown()
+    server.server_close()
+    base2, _, _ = agent_env()
+    status, listed = call(base2, "GET", "/v1/jobs")
+    assert [(r["job"], r["pid"], r["running"]) for r in listed] == [("79", rec["pid"], True)]
+    assert call(base2, "DELETE", "/v1/jobs/79")[1]["stopped"] is True
