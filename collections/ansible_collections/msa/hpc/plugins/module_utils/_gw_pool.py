@@ -149,7 +149,8 @@ def parse_pool(data, source="pool"):
         raise PoolError("%s: selection is %r, expected one of %s" % (source, selection, ", ".join(SELECTIONS)))
     cluster_partitions = data.get("cluster_partitions", ["cm", "cluster"])
     if not isinstance(cluster_partitions, list) or not all(isinstance(p, str) for p in cluster_partitions):
-        raise PoolError("%s: cluster_partitions is %r, expected a list of partition names" % (source, cluster_partitions))
+        raise PoolError("%s: cluster_partitions is %r, expected a list of partition names"
+                        % (source, cluster_partitions))
     settings = {"route_fabric": route_fabric, "port": port, "agent_port": agent_port, "selection": selection,
                 "strategy": str(data.get("strategy", "balance")), "license": str(data.get("license", "gateway")),
                 "route_prefix": str(data.get("route_prefix", "psgw-route")),

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
-"""Gateway routing files (seed 004 §4.3.1): parse/write the format and map node pairs to gateways with pluggable strategies."""
+"""Gateway routing files (seed 004 §4.3.1): the format, and pluggable strategies mapping node pairs to gateways."""
 
 import importlib
 import importlib.util
