@@ -1,0 +1,35 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""Filters msa.hpc.slurm_nodes_conf, slurm_conf_problems and slurm_node_records for the slurm.conf templates."""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import (
+    SlurmConfError, node_records, problems, render)
+
+
+def slurm_nodes_conf(data):
+    """NodeName/PartitionName/Licenses lines of slurm.conf and the gres.conf lines for a Slurm description."""
+    try:
+        return render(data)
+    except SlurmConfError as exc:
+        raise AnsibleFilterError("msa.hpc.slurm_nodes_conf: the Slurm description has problems: %s" % exc)
+
+
+def slurm_conf_problems(data):
+    """Every problem in a Slurm description, one sentence each naming the field."""
+    return problems(data)
+
+
+def slurm_node_records(hosts, hostvars, modules=None, management_fabric="mgmt"):
+    """Node records (the ``nodes`` of a Slurm description) from the inventory's host variables."""
+    return node_records(list(hosts), hostvars, modules or {}, management_fabric)
+
+
+class FilterModule:
+    """slurm.conf model filters."""
+
+    def filters(self):
+        return {"slurm_nodes_conf": slurm_nodes_conf, "slurm_conf_problems": slurm_conf_problems,
+                "slurm_node_records": slurm_node_records}
