@@ -1,0 +1,117 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""HTTP(S) front of the BMCs: one ThreadingHTTPServer per BMC address:port, all in one process."""
+
+import json
+import socket
+import ssl
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from msa_sim.bmc.backend import make_backend
+from msa_sim.bmc.service import Bmc
+from msa_sim.bmc.store import Store
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "msa-bmc/1.0"
+    sys_version = ""
+    protocol_version = "HTTP/1.1"
+    timeout = 60
+
+    def setup(self):
+        super().setup()
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.do_handshake()
+
+    def _serve(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length > 0 else b""
+        response = self.server.bmc.handle(self.command, self.path, self.headers, body)
+        payload = b""
+        if response.body is not None:
+            payload = json.dumps(response.body, indent=1).encode()
+        self.send_response(response.status)
+        for key, value in response.headers.items():
+            self.send_header(key, value)
+        if response.status != 204:
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        if self.command != "HEAD" and response.status != 204:
+            self.wfile.write(payload)
+
+    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = do_HEAD = _serve
+
+    def log_message(self, fmt, *args):  # the Bmc logs requests itself, without headers
+        pass
+
+
+class BmcHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, bmc, address, port, tls=None):
+        self.bmc = bmc
+        self.address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        super().__init__((address, port), Handler)
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(tls["cert"], tls["key"])
+            self.socket = context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
+
+    def handle_error(self, request, client_address):
+        exc = sys.exc_info()[1]
+        if self.bmc.log:
+            self.bmc.log("%s connection from %s failed: %s" % (self.bmc.name, client_address[0], exc))
+
+
+class BmcService:
+    """All BMCs of one configuration: build, start (one thread per server), stop."""
+
+    def __init__(self, conf, backend=None, store=None, log=None):
+        self.conf = conf
+        self.store = store or Store(conf["database"])
+        self.backend = backend or make_backend(conf["backend"])
+        self.bmcs = {b["name"]: Bmc(b, self.backend, self.store, log=log) for b in conf["bmcs"]}
+        self.servers = {}
+        self._threads = []
+
+    def start(self):
+        try:
+            for name, bmc in self.bmcs.items():
+                conf = bmc.conf
+                try:
+                    server = BmcHTTPServer(bmc, conf["address"], conf["port"], conf["tls"])
+                except OSError as exc:
+                    raise OSError("BMC %s cannot listen on %s port %s: %s"
+                                  % (name, conf["address"], conf["port"], exc.strerror or exc)) from None
+                except ssl.SSLError as exc:
+                    raise OSError("BMC %s cannot load its TLS certificate %s / key %s: %s"
+                                  % (name, conf["tls"]["cert"], conf["tls"]["key"], exc)) from None
+                self.servers[name] = server
+                thread = threading.Thread(target=server.serve_forever, name="bmc-" + name, daemon=True)
+                thread.start()
+                self._threads.append(thread)
+        except Exception:
+            self.stop()
+            raise
+        return self
+
+    def url(self, name):
+        server = self.servers[name]
+        host, port = server.server_address[:2]
+        scheme = "https" if self.bmcs[name].conf["tls"] else "http"
+        return "%s://%s:%d" % (scheme, "[%s]" % host if ":" in host else host, port)
+
+    def stop(self):
+        for server in self.servers.values():
+            server.shutdown()
+            server.server_close()
+        for bmc in self.bmcs.values():
+            bmc.wait_idle(5)
+        self.servers = {}
+        self.store.close()
