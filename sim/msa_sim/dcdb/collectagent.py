@@ -1,0 +1,333 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""DCDB Collect Agent stand-in: MQTT subscriber → validation → operators → store, plus the Grafana HTTP API.
+
+``python3 -m msa_sim.dcdb.collectagent --config /etc/dcdb/collectagent.conf``. Subscribes with credentials to
+``<mqttprefix>/#`` on the broker, rejects (and counts) malformed topics and payloads, writes readings in batched
+transactions, runs the ``analytics`` operators on each batch, and keeps a job table from the readings of the slurm
+plugin's ``jobid`` sensors. SIGTERM drains the pending readings and exits.
+"""
+
+import argparse
+import collections
+import json
+import logging
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from . import payload as wire
+from .analytics import load_operators, run_operators
+from .info import DcdbConfigError, as_bool, as_int, load_info, read_secret, split_hostport
+from .store import StoreError, open_store
+from .tree import SensorTree
+
+try:
+    import paho.mqtt.client as mqtt
+except ImportError:  # pragma: no cover - the node image installs python3-paho-mqtt
+    mqtt = None
+
+LOG = logging.getLogger("dcdb.collectagent")
+
+
+class AgentConfig:
+    """collectagent.conf: ``global`` (MQTT, batching, jobs), ``storage``, ``restAPI`` and ``analytics``."""
+
+    def __init__(self, path):
+        self.path = path
+        root = load_info(path)
+        self.root = root
+        glob = root.get("global")
+        get = (lambda k, d=None: glob.value_of(k, d)) if glob is not None else (lambda k, d=None: d)
+        self.broker = split_hostport(get("mqttBroker", "127.0.0.1:1883"), 1883, "global.mqttBroker")
+        self.username = get("username") or None
+        pw_file = get("passwordFile")
+        self.password = read_secret(pw_file, "global.passwordFile") if pw_file else get("password")
+        prefix = (get("mqttprefix") or get("mqttPrefix") or "/").rstrip("/")
+        self.subscription = prefix + "/#" if prefix else "#"
+        self.qos = as_int(get("qosLevel"), 1, "global.qosLevel")
+        self.client_id = get("clientId", "dcdb-collectagent")
+        self.persistent = as_bool(get("persistentSession"), True)
+        self.reconnect_max = max(1, as_int(get("reconnectMax"), 10, "global.reconnectMax"))
+        self.batch_size = max(1, as_int(get("batchSize"), 5000, "global.batchSize"))
+        self.batch_interval = max(1, as_int(get("batchInterval"), 200, "global.batchInterval")) / 1000.0
+        self.max_pending = max(1, as_int(get("maxPendingMessages"), 100000, "global.maxPendingMessages"))
+        self.job_sensor = get("jobSensor", "jobid")
+        self.job_grace_ns = as_int(get("jobGrace"), 5000, "global.jobGrace") * 1000000
+        sacct = get("sacct", "auto")
+        self.sacct = shutil.which("sacct") if sacct == "auto" else (None if sacct in ("", "none") else sacct)
+        self.status_file = get("statusFile")
+        rest = root.get("restAPI")
+        rget = (lambda k, d=None: rest.value_of(k, d)) if rest is not None else (lambda k, d=None: d)
+        self.http = split_hostport(rget("address", "127.0.0.1:8080"), 8080, "restAPI.address")
+        self.users = {}
+        if rest is not None:
+            for user in rest.get_all("user"):
+                pw = user.value_of("password")
+                if user.value_of("passwordFile"):
+                    pw = read_secret(user.value_of("passwordFile"), "restAPI.user %s passwordFile" % user.value)
+                if not pw:
+                    raise DcdbConfigError("restAPI user %r has no password or passwordFile" % user.value)
+                self.users[user.value] = pw
+        self.storage = root.get("storage")
+        self.analytics = root.get("analytics")
+
+
+def expand_hostlist(text):
+    """Slurm hostlist → names: ``cm[01-03,7],esb1`` → cm01 cm02 cm03 cm7 esb1."""
+    names = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", text or ""):
+        m = re.match(r"([^\[]*)\[([^\]]*)\](.*)", part)
+        if not m:
+            names.append(part)
+            continue
+        head, ranges, tail = m.groups()
+        for item in ranges.split(","):
+            lo, _, hi = item.partition("-")
+            if hi:
+                width = len(lo)
+                for i in range(int(lo), int(hi) + 1):
+                    names.extend(head + str(i).zfill(width) + t for t in expand_hostlist(tail) or [""])
+            else:
+                names.extend(head + lo + t for t in expand_hostlist(tail) or [""])
+    return names
+
+
+class JobTracker:
+    """In-memory view of which jobs run on which node, fed by ``…/<group>/jobid`` readings."""
+
+    def __init__(self, grace_ns):
+        self.grace_ns = grace_ns
+        self._nodes = collections.defaultdict(dict)
+
+    def seen(self, jobid, node, ts):
+        span = self._nodes[node].get(jobid)
+        self._nodes[node][jobid] = (min(span[0], ts), max(span[1], ts)) if span else (ts, ts)
+
+    def on(self, node, ts):
+        """Jobs running on ``node`` at ``ts``, the latest-started last."""
+        spans = self._nodes.get(node, {})
+        running = [(lo, j) for j, (lo, hi) in spans.items() if lo - self.grace_ns <= ts <= hi + self.grace_ns]
+        return [j for _, j in sorted(running)]
+
+
+class CollectAgent:
+    def __init__(self, config, store=None, client_factory=None):
+        self.config = config
+        self.store = store or open_store(config.storage)
+        self.tree = SensorTree(self.store.topics())
+        self.operators = load_operators(config.analytics)
+        self.jobs = JobTracker(config.job_grace_ns)
+        self.counters = collections.Counter()
+        self.last_rejects = collections.deque(maxlen=20)
+        self.connected = False
+        self._pending = queue.Queue(maxsize=config.max_pending)
+        self._client_factory = client_factory
+        self._client = None
+        self._stop = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._writer = None
+
+    # ---- ingestion -------------------------------------------------------------------------------------------------
+    def ingest(self, topic, payload):
+        """Validate one MQTT message and queue its readings; return the number queued (0 if rejected)."""
+        try:
+            wire.check_topic(topic)
+            readings = wire.decode(payload)
+        except wire.PayloadError as exc:
+            self.counters["rejected"] += 1
+            self.last_rejects.append({"topic": topic[:200], "reason": str(exc)[:200], "ts": time.time()})
+            if self.counters["rejected"] <= 10 or self.counters["rejected"] % 1000 == 0:
+                LOG.warning("rejected message on %r: %s (%d rejected so far)", topic[:200], exc,
+                            self.counters["rejected"])
+            return 0
+        self.counters["messages"] += 1
+        self.counters["received"] += len(readings)
+        self._idle.clear()
+        self._pending.put([(topic, ts, value) for ts, value in readings])
+        return len(readings)
+
+    def _on_message(self, client, userdata, msg):
+        self.ingest(msg.topic, msg.payload)
+
+    def _on_connect(self, client, userdata, flags, rc):
+        if rc != 0:
+            LOG.error("broker refused the connection: %s", mqtt.connack_string(rc) if mqtt else rc)
+            return
+        self.connected = True
+        client.subscribe(self.config.subscription, qos=self.config.qos)
+        LOG.info("connected to %s:%d, subscribed to %s", self.config.broker[0], self.config.broker[1],
+                 self.config.subscription)
+
+    def _on_disconnect(self, client, userdata, rc):
+        self.connected = False
+        if rc != 0:
+            LOG.warning("lost the broker (rc=%s); reconnecting", rc)
+
+    def process(self, batch):
+        """Job sightings, operators and the store write for one batch of readings (called by the writer)."""
+        sightings = []
+        for topic, ts, value in batch:
+            if topic.rsplit("/", 1)[-1] == self.config.job_sensor and value:
+                jobid = str(int(value))
+                node = wire.node_prefix(topic)
+                self.jobs.seen(jobid, node, ts)
+                sightings.append((jobid, node, ts))
+        outputs, energy = run_operators(self.operators, batch, self.jobs.on)
+        new_topics = self.store.add(batch + outputs, sightings, energy)
+        for topic in new_topics:
+            self.tree.add(topic)
+        self.counters["stored"] += len(batch)
+        self.counters["analytics"] += len(outputs)
+
+    def _write_loop(self):
+        cfg = self.config
+        while True:
+            try:
+                first = self._pending.get(timeout=0.2)
+            except queue.Empty:
+                if self._stop.is_set():
+                    return
+                self._idle.set()
+                continue
+            batch = list(first)
+            deadline = time.monotonic() + cfg.batch_interval
+            while len(batch) < cfg.batch_size:
+                try:
+                    batch.extend(self._pending.get(timeout=max(0.0, deadline - time.monotonic())))
+                except queue.Empty:
+                    break
+            try:
+                self.process(batch)
+            except (StoreError, Exception) as exc:  # keep the agent alive; the batch is counted as lost
+                self.counters["store_errors"] += 1
+                self.counters["lost"] += len(batch)
+                LOG.error("cannot store %d readings: %s", len(batch), exc)
+            if self._pending.empty():
+                self._idle.set()
+
+    def wait_idle(self, timeout=10.0):
+        """Block until every queued reading is stored (tests and shutdown)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._pending.empty() and self._idle.wait(0.05) and self._pending.empty():
+                return True
+        return False
+
+    # ---- jobs ------------------------------------------------------------------------------------------------------
+    def resolve_job(self, jobid):
+        """The job's nodes (prefixes) and window: from the job table, else from ``sacct -j <id> --json``."""
+        job = self.store.job(jobid)
+        if job is not None:
+            job["end"] += self.config.job_grace_ns
+            job["start"] = max(0, job["start"] - self.config.job_grace_ns)
+            return job
+        if not self.config.sacct:
+            return None
+        try:
+            proc = subprocess.run([self.config.sacct, "-j", str(jobid), "--json"], capture_output=True, text=True,
+                                  timeout=10, check=False)
+            data = json.loads(proc.stdout) if proc.returncode == 0 else {}
+        except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+            LOG.warning("sacct for job %s failed: %s", jobid, exc)
+            return None
+        for entry in data.get("jobs", []):
+            if str(entry.get("job_id")) != str(jobid):
+                continue
+            times = entry.get("time", {})
+            start = int(times.get("start") or 0) * 10 ** 9
+            end = int(times.get("end") or 0) * 10 ** 9 or time.time_ns()
+            nodes = {}
+            for host in expand_hostlist(entry.get("nodes", "")):
+                for prefix in self.tree.nodes_named(host):
+                    nodes[prefix] = (start, end)
+            return {"jobid": str(jobid), "nodes": nodes, "start": start, "end": end, "energy_j": {},
+                    "source": "sacct"}
+        return None
+
+    # ---- lifecycle -------------------------------------------------------------------------------------------------
+    def status(self):
+        return {"connected": self.connected, "broker": "%s:%d" % self.config.broker,
+                "subscription": self.config.subscription, "sensors": len(self.tree),
+                "pending_messages": self._pending.qsize(), "counters": dict(self.counters),
+                "operators": {op.name: op.produced for op in self.operators},
+                "last_rejects": list(self.last_rejects)}
+
+    def start_writer(self):
+        self._writer = threading.Thread(target=self._write_loop, name="dcdb-writer", daemon=True)
+        self._writer.start()
+
+    def start(self):
+        self.start_writer()
+        if mqtt is None and self._client_factory is None:
+            raise DcdbConfigError("the Collect Agent needs paho-mqtt (python3-paho-mqtt)")
+        cfg = self.config
+        factory = self._client_factory or mqtt.Client
+        client = factory(client_id=cfg.client_id, clean_session=not cfg.persistent)
+        if cfg.username:
+            client.username_pw_set(cfg.username, cfg.password)
+        client.max_inflight_messages_set(1000)
+        client.reconnect_delay_set(0.2, cfg.reconnect_max)
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_message = self._on_message
+        client.connect_async(cfg.broker[0], cfg.broker[1], 30)
+        client.loop_start()
+        self._client = client
+
+    def stop(self):
+        client, self._client = self._client, None
+        if client is not None:
+            client.disconnect()
+            client.loop_stop()
+        self.wait_idle(10)
+        self._stop.set()
+        if self._writer is not None:
+            self._writer.join(timeout=5)
+
+
+def main(argv=None):
+    from .api import make_server
+
+    parser = argparse.ArgumentParser(prog="python3 -m msa_sim.dcdb.collectagent", description="DCDB Collect Agent stand-in: MQTT → store → Grafana API")
+    parser.add_argument("--config", "-c", default="/etc/dcdb/collectagent.conf")
+    parser.add_argument("--verbose", "-v", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        config = AgentConfig(args.config)
+        agent = CollectAgent(config)
+        server = make_server(agent, *config.http)
+    except (DcdbConfigError, StoreError, OSError, ValueError) as exc:
+        print("collectagent: %s" % exc, file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    agent.start()
+    http = threading.Thread(target=server.serve_forever, name="dcdb-http", daemon=True)
+    http.start()
+    LOG.info("HTTP API on %s:%d (%s)", config.http[0], server.server_address[1],
+             "basic auth" if config.users else "NO authentication: add restAPI user entries")
+    while not stop.wait(5):
+        if config.status_file:
+            try:
+                with open(config.status_file, "w", encoding="utf-8") as handle:
+                    json.dump(agent.status(), handle)
+            except OSError:
+                pass
+    server.shutdown()
+    agent.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""The INFO configuration format of DCDB, shared with the collection (one parser for the module and the daemons)."""
+
+from ansible_collections.msa.hpc.plugins.module_utils._dcdb import (  # noqa: F401  (re-exported)
+    DcdbConfigError, InfoError, InfoNode, dump_info, load_info, parse_info, parse_plugin, pusher_plugins,
+    validate_topic)
+
+
+def as_bool(value, default=False):
+    if value in (None, ""):
+        return default
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def as_int(value, default, field):
+    if value in (None, ""):
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise DcdbConfigError("%s %r is not a whole number" % (field, value))
+
+
+def split_hostport(text, default_port, field):
+    host, _, port = str(text).rpartition(":")
+    if not host:
+        return str(text), default_port
+    try:
+        return host.strip("[]"), int(port)
+    except ValueError:
+        raise DcdbConfigError("%s %r is not host:port" % (field, text))
+
+
+def read_secret(path, field):
+    """The first line of a password file (0600, owned by the daemon's user)."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.readline().rstrip("\r\n")
+    except OSError as exc:
+        raise DcdbConfigError("%s %r cannot be read: %s" % (field, path, exc.strerror))
