@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""GCE hardware limits of seed 004 Table 1 and the checks that decide when collectives fall back to software."""
+
+MIB = 1 << 20
+
+# Seed 004, Table 1: GCE hardware parameters and limits of the DEEP-EST prototype.
+MAX_OPERATION_SIZE = 8 * MIB           # max. collective operation data size (count varies with data type size)
+MAX_COMMUNICATORS = 256                # in the system, over all jobs; Comm ID length 8 bits
+MAX_OPERATIONS_PER_COMMUNICATOR = 8    # concurrent collective operations; ICID length 3 bits
+MAX_PROCESSES_PER_COMMUNICATOR = 1024  # rank length 10 bits
+ADDRESS_BITS = 64                      # memory address length
+OPERATION_BITS = 4                     # arithmetic-logical operation encoding: 16 operations
+DATATYPE_BITS = (4, 2)                 # data type and size encoding: 4 + 2 bits, 64 data types
+
+LIMITS = {
+    "max_operation_size": MAX_OPERATION_SIZE,
+    "max_communicators": MAX_COMMUNICATORS,
+    "max_operations_per_communicator": MAX_OPERATIONS_PER_COMMUNICATOR,
+    "max_processes_per_communicator": MAX_PROCESSES_PER_COMMUNICATOR,
+    "address_bits": ADDRESS_BITS,
+    "operation_encodings": 1 << OPERATION_BITS,
+    "datatype_encodings": 1 << sum(DATATYPE_BITS),
+}
+
+# The 16 operation codes (4 bits). The seed fixes only their number; these are the MPI operations the
+# GCE offloads, in encoding order.
+OPERATIONS = ("sum", "prod", "min", "max", "land", "lor", "lxor", "band", "bor", "bxor",
+              "minloc", "maxloc", "replace", "barrier", "bcast", "allgather")
+assert len(OPERATIONS) == 1 << OPERATION_BITS
+
+# Data type = 4-bit type class x 2-bit element size (1, 2, 4 or 8 bytes): 64 encodings.
+TYPE_CLASSES = ("int", "uint", "float", "bool", "char", "complex", "pair_int", "pair_float",
+                "logical", "byte", "packed", "bfloat", "fixed", "index", "user0", "user1")
+assert len(TYPE_CLASSES) == 1 << DATATYPE_BITS[0]
+ELEMENT_SIZES = (1, 2, 4, 8)
+DATATYPES = {"%s%d" % (cls, 8 * size): size for cls in TYPE_CLASSES for size in ELEMENT_SIZES}
+
+
+class Fallback(Exception):
+    """The GCE cannot serve this request; the MPI library must use its software collectives."""
+
+    def __init__(self, limit, reason):
+        super().__init__(reason)
+        self.limit = limit
+        self.reason = reason
+
+    def as_dict(self):
+        return {"fallback": "software", "limit": self.limit, "reason": self.reason}
+
+
+def check_communicator_size(size, in_use=0, max_communicators=MAX_COMMUNICATORS):
+    """Raise Fallback when a communicator of ``size`` processes cannot live on the GCE."""
+    if size > MAX_PROCESSES_PER_COMMUNICATOR:
+        raise Fallback("max_processes_per_communicator",
+                       "a communicator of %d processes exceeds the GCE limit of %d processes per communicator "
+                       "(rank field of 10 bits); use software collectives"
+                       % (size, MAX_PROCESSES_PER_COMMUNICATOR))
+    if in_use >= max_communicators:
+        raise Fallback("max_communicators",
+                       "all %d GCE communicators of the system are in use (Comm ID field of 8 bits); "
+                       "use software collectives" % max_communicators)
+
+
+def check_operation(op, datatype, size, active=0):
+    """Raise Fallback when one collective operation cannot run on the GCE; return its element count."""
+    if op not in OPERATIONS:
+        raise Fallback("operation_encodings", "operation %r is not one of the GCE's %d operations (%s)"
+                       % (op, len(OPERATIONS), ", ".join(OPERATIONS)))
+    if datatype not in DATATYPES:
+        raise Fallback("datatype_encodings", "data type %r is not one of the GCE's %d data types "
+                       "(a class from %s with 8, 16, 32 or 64 bits, e.g. float64)"
+                       % (datatype, len(DATATYPES), ", ".join(TYPE_CLASSES)))
+    if size > MAX_OPERATION_SIZE:
+        raise Fallback("max_operation_size", "an operation of %d bytes exceeds the GCE limit of %d bytes (8 MiB)"
+                       % (size, MAX_OPERATION_SIZE))
+    if size % DATATYPES[datatype]:
+        raise ValueError("size %d is not a multiple of the %d-byte element of %s"
+                         % (size, DATATYPES[datatype], datatype))
+    if active >= MAX_OPERATIONS_PER_COMMUNICATOR:
+        raise Fallback("max_operations_per_communicator",
+                       "the communicator already runs %d concurrent operations, the GCE limit (ICID field of 3 bits)"
+                       % MAX_OPERATIONS_PER_COMMUNICATOR)
+    return size // DATATYPES[datatype]
+
+
+def normalise_process(value, field):
+    """``{"node": N, "vpid": V}`` (or ``"N:V"``) → (node, vpid) with node a name or EXTOLL node id, vpid an int."""
+    if isinstance(value, str) and ":" in value:
+        node, _, vpid = value.rpartition(":")
+        value = {"node": node, "vpid": vpid}
+    if not isinstance(value, dict) or "node" not in value or "vpid" not in value:
+        raise ValueError("%s %r is not a process (expected {node: ..., vpid: ...} or 'node:vpid')" % (field, value))
+    node, vpid = value["node"], value["vpid"]
+    if isinstance(node, bool) or not isinstance(node, (int, str)) or str(node).strip() == "":
+        raise ValueError("%s.node %r is not a node name or EXTOLL node id" % (field, node))
+    try:
+        vpid = int(vpid)
+    except (TypeError, ValueError):
+        raise ValueError("%s.vpid %r is not an integer" % (field, vpid)) from None
+    if isinstance(value["vpid"], bool) or vpid < 0:
+        raise ValueError("%s.vpid %r is not a non-negative integer" % (field, value["vpid"]))
+    return str(node).strip(), vpid

@@ -1,0 +1,112 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""CLI of the NAM/GCE manager: ``python3 -m msa_sim.nammgr serve|check|hash-password``."""
+
+import argparse
+import getpass
+import logging
+import os
+import signal
+import sys
+import threading
+
+from msa_sim.nammgr import config as C
+from msa_sim.nammgr.api import Manager, Server
+from msa_sim.nammgr.auth import AuthError, Authenticator, hash_password
+from msa_sim.nammgr.store import Store, StoreError
+
+log = logging.getLogger("nam-manager")
+
+
+def open_store(cfg):
+    os.makedirs(cfg.state_dir, mode=0o750, exist_ok=True)
+    store = Store(cfg.db_path, synchronous=cfg.synchronous, granularity=cfg.granularity)
+    store.sync_devices(cfg.nam_devices, cfg.gce_devices)
+    merged = store.merge_adjacent()
+    if merged:
+        log.warning("merged %d pairs of adjacent free segments found at start-up", merged)
+    problems = store.check()
+    if problems:
+        raise StoreError(500, "corrupt", "the state in %s is inconsistent: %s" % (cfg.db_path, "; ".join(problems)))
+    return store
+
+
+def serve(args):
+    cfg = C.load(args.config)
+    store = open_store(cfg)
+    auth = Authenticator(cfg.users_file, os.path.join(cfg.state_dir, "token.key"), cfg.token_ttl)
+    server = Server((args.listen or cfg.listen, cfg.port if args.port is None else args.port), Manager(store, auth))
+    host, port = server.server_address[:2]
+    log.info("serving %d NAM and %d GCE devices on http://%s:%d (state %s)", len(cfg.nam_devices),
+             len(cfg.gce_devices), host, port, cfg.db_path)
+    if args.ready_file:
+        with open(args.ready_file + ".tmp", "w", encoding="utf-8") as fh:
+            fh.write("%s:%d\n" % (host, port))
+        os.replace(args.ready_file + ".tmp", args.ready_file)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    thread.start()
+    done.wait()
+    server.shutdown()
+    server.server_close()
+    store.close()
+    return 0
+
+
+def check(args):
+    cfg = C.load(args.config)
+    store = Store(cfg.db_path, synchronous=cfg.synchronous, granularity=cfg.granularity)
+    problems = store.check()
+    for p in problems:
+        print(p)
+    print("%s: %s" % (cfg.db_path, "inconsistent" if problems else "consistent"))
+    return 1 if problems else 0
+
+
+def hash_cmd(args):
+    password = sys.stdin.readline().rstrip("\n") if args.stdin else getpass.getpass("password: ")
+    if not password:
+        print("hash-password: empty password", file=sys.stderr)
+        return 2
+    hashed = hash_password(password, iterations=args.iterations)
+    print("%s:%s:%s" % (args.user, args.role, hashed) if args.user else hashed)
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m msa_sim.nammgr", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve", help="run the manager")
+    s.add_argument("--config", default=C.DEFAULT_PATH)
+    s.add_argument("--listen", default=None, help="address to bind (default: listen of the config)")
+    s.add_argument("--port", type=int, default=None, help="port (0: any free port; default: port of the config)")
+    s.add_argument("--ready-file", default=None, help="write HOST:PORT here once listening")
+    s.add_argument("--log-level", default="INFO")
+    c = sub.add_parser("check", help="check the invariants of the state database")
+    c.add_argument("--config", default=C.DEFAULT_PATH)
+    h = sub.add_parser("hash-password", help="print a PBKDF2 hash (or a users.conf line) for a password")
+    h.add_argument("--user", default=None, help="print a whole users.conf line for this user")
+    h.add_argument("--role", default="user", choices=["user", "admin"])
+    h.add_argument("--iterations", type=int, default=200000)
+    h.add_argument("--stdin", action="store_true", help="read the password from the first line of stdin")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=getattr(args, "log_level", "INFO").upper(), stream=sys.stderr,
+                        format="nam-manager[%(process)d] %(levelname)s %(message)s")
+    try:
+        return {"serve": serve, "check": check, "hash-password": hash_cmd}[args.cmd](args)
+    except (C.ConfigError, AuthError) as exc:
+        print("nam-manager: %s" % exc, file=sys.stderr)
+        return 2
+    except StoreError as exc:
+        print("nam-manager: %s" % exc.message, file=sys.stderr)
+        return 3
+    except OSError as exc:
+        print("nam-manager: %s" % exc, file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

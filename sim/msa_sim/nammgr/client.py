@@ -1,0 +1,372 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""Client CLI of the NAM/GCE manager and the Slurm PrologSlurmctld/EpilogSlurmctld helper (stdlib only).
+
+    python3 -m msa_sim.nammgr.client alloc --job 42 --user alice --size 1G [--name N] [--nonvolatile]
+    python3 -m msa_sim.nammgr.client free ID [ID ...]
+    python3 -m msa_sim.nammgr.client list [--job J] [--owner U] [--json]
+    python3 -m msa_sim.nammgr.client free-job --job 42          # NAM allocations and GCE communicators
+    python3 -m msa_sim.nammgr.client attach|detach ID --node N --vpid V
+    python3 -m msa_sim.nammgr.client orphans (--live-jobs 1,2 | --squeue) [--dry-run]
+    python3 -m msa_sim.nammgr.client devices | limits
+    python3 -m msa_sim.nammgr.client prolog | epilog            # as PrologSlurmctld / EpilogSlurmctld
+
+The manager's URL and credentials come from the options, else NAM_MANAGER_URL / NAM_MANAGER_USER /
+NAM_MANAGER_PASSWORD / NAM_MANAGER_TOKEN, else the key=value file NAM_MANAGER_CLIENT_CONF
+(default /etc/nam-manager/client.conf: ``url=``, ``user=``, ``password=`` or ``token=``).
+
+The prolog reads the job's NAM request from its licenses (``-L nam:<MiB>``: the seed's
+``--network-attached-memory=<megabytes>``, with the cluster license count set to the NAM capacity so that
+Slurm does the bound check) or from its comment (``--comment=nam=100G[,nam_nonvolatile][,nam_name=N]``),
+allocates it for the job's user as allocation ``slurm-<job>`` and exits 1 on failure (slurmctld then
+requeues a batch job). The epilog frees everything the job holds and always exits 0.
+"""
+
+import argparse
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, format_size, parse_size
+
+DEFAULT_CONF = "/etc/nam-manager/client.conf"
+REQUEUE = 1
+MIB = 1 << 20
+
+
+class ClientError(Exception):
+    def __init__(self, message, status=None, code=None, details=None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.details = details or {}
+
+
+class Client:
+    """JSON over HTTP with basic auth or a bearer token; retries while the manager is unreachable."""
+
+    def __init__(self, url, user=None, password=None, token=None, timeout=10.0, retries=3, backoff=0.5):
+        if not url or "://" not in url:
+            raise ClientError("manager URL %r is not a URL (set --url or NAM_MANAGER_URL)" % (url,))
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if token:
+            self.headers["Authorization"] = "Bearer " + token
+        elif user:
+            raw = ("%s:%s" % (user, password or "")).encode()
+            self.headers["Authorization"] = "Basic " + base64.b64encode(raw).decode()
+
+    def call(self, method, path, body=None, ok=(200, 201)):
+        data = json.dumps(body).encode() if body is not None else None
+        for attempt in range(self.retries + 1):
+            req = urllib.request.Request(self.url + path, data=data, method=method, headers=self.headers)
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                    status, raw = resp.status, resp.read()
+            except urllib.error.HTTPError as exc:
+                status, raw = exc.code, exc.read()
+            except (urllib.error.URLError, OSError) as exc:
+                if attempt < self.retries:
+                    time.sleep(self.backoff * 2 ** attempt)
+                    continue
+                raise ClientError("cannot reach the NAM manager at %s: %s" % (self.url, getattr(exc, "reason", exc)))
+            payload = json.loads(raw) if raw.strip() else {}
+            if status in ok:
+                return status, payload
+            err = payload.get("error") if isinstance(payload, dict) else None
+            err = err if isinstance(err, dict) else {"message": str(payload)[:300]}
+            raise ClientError("%s %s: HTTP %d: %s" % (method, path, status, err.get("message")), status,
+                              err.get("code"), err)
+        raise AssertionError("unreachable")
+
+
+def _quote(value):
+    return urllib.parse.quote(str(value), safe="")
+
+
+def read_conf(path):
+    conf = {}
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            for line in fh:
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    key, _, value = line.partition("=")
+                    conf[key.strip()] = value.strip()
+    except FileNotFoundError:
+        pass
+    return conf
+
+
+def make_client(args, env):
+    conf = read_conf(args.conf or env.get("NAM_MANAGER_CLIENT_CONF") or DEFAULT_CONF)
+    pick = lambda opt, var, key: opt or env.get(var) or conf.get(key)  # noqa: E731
+    return Client(pick(args.url, "NAM_MANAGER_URL", "url"), pick(args.auth_user, "NAM_MANAGER_USER", "user"),
+                  pick(args.auth_password, "NAM_MANAGER_PASSWORD", "password"),
+                  pick(args.token, "NAM_MANAGER_TOKEN", "token"), timeout=args.timeout, retries=args.retries)
+
+
+# ------------------------------------------------------------------ operations
+
+def alloc(client, job, user, size, name=None, volatile=True, device=None, reserved=False):
+    """Allocate for a job; with a name, an existing allocation of that name for the same job is reused."""
+    body = {"size": size, "job": str(job), "owner": user, "volatile": volatile, "reserved": reserved}
+    for key, value in (("name", name), ("device", device)):
+        if value is not None:
+            body[key] = value
+    try:
+        return client.call("POST", "/nam/allocations", body)[1]
+    except ClientError as exc:
+        if exc.code != "name_taken":
+            raise
+        existing = client.call("GET", "/nam/allocations/%s" % exc.details.get("id"))[1]
+        if existing.get("job") != str(job):
+            raise ClientError("allocation %r exists already for job %s, not for job %s"
+                              % (name, existing.get("job"), job)) from None
+        return existing
+
+
+def free_job(client, job):
+    """Free all NAM allocations and release all GCE communicators of a job (nothing to do is fine)."""
+    nam = client.call("DELETE", "/nam/jobs/%s" % _quote(job))[1]
+    gce = client.call("DELETE", "/gce/jobs/%s" % _quote(job))[1]
+    return {"job": str(job), "freed": nam["freed"], "bytes": nam["bytes"], "released": gce["released"]}
+
+
+def free_orphans(client, live_jobs, dry_run=False):
+    body = {"live_jobs": [str(j) for j in live_jobs], "dry_run": dry_run}
+    nam = client.call("POST", "/nam/admin/orphans", body)[1]
+    gce = client.call("POST", "/gce/admin/orphans", body)[1] if not dry_run else {"released": []}
+    return {"freed": nam["freed"], "bytes": nam["bytes"], "released": gce["released"], "dry_run": dry_run}
+
+
+def squeue_jobs(squeue="squeue"):
+    out = subprocess.run([squeue, "-h", "-o", "%A"], capture_output=True, text=True, check=True, timeout=60).stdout
+    return sorted({line.strip() for line in out.splitlines() if line.strip()})
+
+
+# ------------------------------------------------------------------ Slurm prolog / epilog
+
+def parse_licenses(text, name):
+    """Count of license ``name`` in ``nam:1024,gateway*2`` (both separators Slurm has used); 0 when absent."""
+    for item in str(text or "").split(","):
+        m = re.fullmatch(r"\s*([^:*\s]+)(?:[:*](\d+))?\s*", item)
+        if m and m.group(1) == name:
+            return int(m.group(2) or 1)
+    return 0
+
+
+def parse_comment(text):
+    """``nam=100G,nam_nonvolatile,nam_name=N`` inside a job comment → dict (other words are ignored)."""
+    out = {}
+    for m in re.finditer(r"(?<![\w-])nam(?:_(nonvolatile|name|device))?(?:=([^,;\s]*))?", str(text or "")):
+        key, value = m.group(1) or "size", m.group(2)
+        if key == "nonvolatile":
+            out[key] = (value or "yes").lower() in ("1", "yes", "true", "on")
+        elif value:
+            out[key] = value
+    return out
+
+
+def scontrol_job(job_id, scontrol="scontrol"):
+    out = subprocess.run([scontrol, "show", "job", "-o", str(job_id)], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    rec = {}
+    for m in re.finditer(r"(\w[\w:/]*)=(.*?)(?=\s+\w[\w:/]*=|\s*$)", out.splitlines()[0] if out else ""):
+        rec.setdefault(m.group(1), m.group(2))
+    return rec
+
+
+def nam_request(env, license_name="nam", scontrol="scontrol"):
+    """(job id, user, size in bytes or 0, options) of the job slurmctld runs the prolog for."""
+    job = env.get("SLURM_HET_JOB_ID") or env.get("SLURM_PACK_JOB_ID") or env.get("SLURM_JOB_ID")
+    if not job:
+        raise ClientError("SLURM_JOB_ID is not set: run this as PrologSlurmctld/EpilogSlurmctld")
+    user = env.get("SLURM_JOB_USER")
+    licenses, comment = env.get("SLURM_JOB_LICENSES"), env.get("SLURM_JOB_COMMENT")
+    if licenses is None and comment is None:
+        try:
+            rec = scontrol_job(job, scontrol)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise ClientError("cannot read job %s with %s: %s" % (job, scontrol, exc)) from None
+        licenses, comment = rec.get("Licenses"), rec.get("Comment")
+        user = user or (rec.get("UserId") or "").split("(")[0] or None
+    opts = parse_comment(comment)
+    size = parse_licenses(licenses, license_name) * MIB
+    if not size and "size" in opts:
+        try:
+            size = parse_size(opts["size"], "nam")
+        except SizeError as exc:
+            raise ClientError("job %s: %s in the job comment" % (job, exc)) from None
+    if size and not user:
+        raise ClientError("job %s: SLURM_JOB_USER is not set" % job)
+    return str(job), user, size, opts
+
+
+def prolog(client, env, args, out, err):
+    try:
+        job, user, size, opts = nam_request(env, args.license, args.scontrol)
+        if not size:
+            return 0
+        rec = alloc(client, job, user, size, name=opts.get("name") or "slurm-%s" % job,
+                    volatile=not opts.get("nonvolatile", False), device=opts.get("device"))
+    except ClientError as exc:
+        print("nam prolog: %s" % exc, file=err)
+        return REQUEUE
+    print("nam prolog: job %s: allocation %s of %s on %s at offset %d" % (
+        job, rec["id"], format_size(rec["size"]), rec["device"], rec["offset"]), file=out)
+    return 0
+
+
+def epilog(client, env, args, out, err):
+    job = env.get("SLURM_HET_JOB_ID") or env.get("SLURM_PACK_JOB_ID") or env.get("SLURM_JOB_ID")
+    if not job:
+        print("nam epilog: SLURM_JOB_ID is not set", file=err)
+        return 0
+    try:
+        done = free_job(client, job)
+    except ClientError as exc:
+        # The job is over whatever happens here; the allocation stays until an orphan sweep frees it.
+        print("nam epilog: job %s: %s (run 'orphans --squeue' later)" % (job, exc), file=err)
+        return 0
+    if done["freed"] or done["released"]:
+        print("nam epilog: job %s: freed allocations %s (%s), released communicators %s" % (
+            job, done["freed"], format_size(done["bytes"]) if done["bytes"] else "0B", done["released"]), file=out)
+    return 0
+
+
+# ------------------------------------------------------------------ CLI
+
+def _print_allocs(allocs, out):
+    print("%-6s %-20s %-8s %-10s %-10s %-12s %-18s %s" % ("ID", "NAME", "DEVICE", "KIND", "SIZE", "JOB", "OFFSET",
+                                                         "OWNER"), file=out)
+    for a in allocs:
+        print("%-6s %-20s %-8s %-10s %-10s %-12s %-18s %s" % (
+            a["id"], a.get("name") or "-", a["device"], "volatile" if a["volatile"] else "nonvolatile",
+            format_size(a["size"]), a.get("job") or "-", "0x%x" % a["offset"], a["owner"]), file=out)
+
+
+def run(args, client, env, out, err):
+    cmd = args.cmd
+    if cmd == "prolog":
+        return prolog(client, env, args, out, err)
+    if cmd == "epilog":
+        return epilog(client, env, args, out, err)
+    if cmd == "alloc":
+        try:
+            size = parse_size(args.size, "--size")
+        except SizeError as exc:
+            raise ClientError(str(exc)) from None
+        rec = alloc(client, args.job, args.user, size, args.name, not args.nonvolatile, args.device, args.reserved)
+        print(rec["id"], file=out)
+    elif cmd == "free":
+        for alloc_id in args.ids:
+            rec = client.call("DELETE", "/nam/allocations/%s" % _quote(alloc_id))[1]["freed"]
+            print("freed %s (%s)" % (rec["id"], format_size(rec["size"])), file=out)
+    elif cmd == "free-job":
+        done = free_job(client, args.job)
+        print("job %s: freed %d allocations (%s), released %d communicators" % (
+            args.job, len(done["freed"]), format_size(done["bytes"]) if done["bytes"] else "0B",
+            len(done["released"])), file=out)
+    elif cmd == "list":
+        query = "&".join("%s=%s" % (k, _quote(v)) for k, v in (("job", args.job), ("owner", args.owner)) if v)
+        allocs = client.call("GET", "/nam/allocations" + ("?" + query if query else ""))[1]["allocations"]
+        if args.json:
+            print(json.dumps(allocs, indent=2, sort_keys=True), file=out)
+        else:
+            _print_allocs(allocs, out)
+    elif cmd in ("attach", "detach"):
+        rec = client.call("POST", "/nam/allocations/%s/%s" % (_quote(args.id), cmd),
+                          {"node": args.node, "vpid": args.vpid})[1]
+        print(json.dumps(rec, sort_keys=True), file=out)
+    elif cmd == "orphans":
+        live = args.live_jobs.split(",") if args.live_jobs is not None else None
+        if args.squeue:
+            try:
+                live = squeue_jobs(args.squeue_cmd)
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise ClientError("cannot list live jobs with %s: %s" % (args.squeue_cmd, exc)) from None
+        live = [j for j in (live or []) if j]
+        done = free_orphans(client, live, args.dry_run)
+        print("%s %d orphaned allocations (%s), released %d communicators" % (
+            "would free" if args.dry_run else "freed", len(done["freed"]),
+            format_size(done["bytes"]) if done["bytes"] else "0B", len(done["released"])), file=out)
+    elif cmd == "devices":
+        print(json.dumps(client.call("GET", "/nam/devices")[1]["devices"], indent=2, sort_keys=True), file=out)
+    elif cmd == "limits":
+        print(json.dumps(client.call("GET", "/gce/limits")[1], indent=2, sort_keys=True), file=out)
+    return 0
+
+
+def parser():
+    ap = argparse.ArgumentParser(prog="python3 -m msa_sim.nammgr.client", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--url", help="manager URL (env NAM_MANAGER_URL)")
+    ap.add_argument("--auth-user", help="user of users.conf (env NAM_MANAGER_USER)")
+    ap.add_argument("--auth-password", help="its password (env NAM_MANAGER_PASSWORD)")
+    ap.add_argument("--token", help="bearer token (env NAM_MANAGER_TOKEN)")
+    ap.add_argument("--conf", help="client key=value file (env NAM_MANAGER_CLIENT_CONF, default %s)" % DEFAULT_CONF)
+    ap.add_argument("--timeout", type=float, default=10.0, help="seconds for one request")
+    ap.add_argument("--retries", type=int, default=3, help="retries while the manager is unreachable")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("alloc", help="allocate NAM memory for a job; prints the allocation id")
+    a.add_argument("--job", required=True)
+    a.add_argument("--user", required=True, help="owner of the allocation (the job's user)")
+    a.add_argument("--size", required=True, help="bytes or 512M, 2G, 1.5TiB")
+    a.add_argument("--name", default=None)
+    a.add_argument("--nonvolatile", action="store_true")
+    a.add_argument("--device", default=None)
+    a.add_argument("--reserved", action="store_true", help="take it from the administrator reserve")
+    f = sub.add_parser("free", help="free allocations by id")
+    f.add_argument("ids", nargs="+")
+    j = sub.add_parser("free-job", help="free all NAM allocations and GCE communicators of a job (idempotent)")
+    j.add_argument("--job", required=True)
+    ls = sub.add_parser("list", help="list allocations")
+    ls.add_argument("--job")
+    ls.add_argument("--owner")
+    ls.add_argument("--json", action="store_true")
+    for name in ("attach", "detach"):
+        p = sub.add_parser(name, help="%s a process to/from an allocation" % name)
+        p.add_argument("id")
+        p.add_argument("--node", required=True)
+        p.add_argument("--vpid", required=True, type=int)
+    o = sub.add_parser("orphans", help="free allocations of jobs that are gone (administrators)")
+    g = o.add_mutually_exclusive_group(required=True)
+    g.add_argument("--live-jobs", help="comma-separated ids of the jobs that still exist")
+    g.add_argument("--squeue", action="store_true", help="ask squeue which jobs still exist")
+    o.add_argument("--squeue-cmd", default="squeue")
+    o.add_argument("--dry-run", action="store_true")
+    sub.add_parser("devices", help="NAM boards, pools and AAT use")
+    sub.add_parser("limits", help="GCE limits and what is left")
+    for name in ("prolog", "epilog"):
+        p = sub.add_parser(name, help="run as Slurm%sSlurmctld" % name.capitalize())
+        p.add_argument("--license", default="nam", help="license whose count is the job's NAM request in MiB")
+        p.add_argument("--scontrol", default="scontrol")
+    return ap
+
+
+def main(argv=None, env=None, out=None, err=None):
+    env = os.environ if env is None else env
+    out, err = out or sys.stdout, err or sys.stderr
+    args = parser().parse_args(argv)
+    try:
+        client = make_client(args, env)
+        return run(args, client, env, out, err)
+    except ClientError as exc:
+        print("nam client: %s" % exc, file=err)
+        return REQUEUE if args.cmd == "prolog" else (0 if args.cmd == "epilog" else 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""Reads /etc/nam-manager/manager.conf (INI): the listener, state directory, credentials and every NAM/GCE board.
+
+    [manager]
+    listen = 0.0.0.0
+    port = 8780
+    state_dir = /var/lib/nam-manager
+    users_file = /etc/nam-manager/users.conf
+    admin_reserve_percent = 10    ; share of every NAM pool only administrators may allocate
+    aat_size = 64                 ; entries of the attached-allocation table of each NAM board
+    granularity = 4K              ; sizes are rounded up to a multiple of this
+    synchronous = full            ; SQLite: full (fsync per commit) or normal
+    token_ttl = 3600
+
+    [nam:nam01]
+    node_id = 129                 ; EXTOLL node id of the board
+    capacity = 64G                ; fast volatile memory
+    nonvolatile_capacity = 1T     ; slower non-volatile memory (default 0)
+    aat_size = 128                ; overrides [manager] aat_size
+    admin_reserve_percent = 5     ; overrides [manager] admin_reserve_percent
+
+    [gce:gce01]
+    node_id = 130
+"""
+
+import configparser
+import os
+
+from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, parse_size
+
+DEFAULTS = {
+    "listen": "127.0.0.1",
+    "port": "8780",
+    "state_dir": "/var/lib/nam-manager",
+    "users_file": "/etc/nam-manager/users.conf",
+    "admin_reserve_percent": "10",
+    "aat_size": "64",
+    "granularity": "4K",
+    "synchronous": "full",
+    "token_ttl": "3600",
+}
+DEFAULT_PATH = "/etc/nam-manager/manager.conf"
+
+
+class ConfigError(ValueError):
+    """A configuration the manager cannot run with; the message names the file, section and key."""
+
+
+class Config:
+    def __init__(self, path, listen, port, state_dir, users_file, granularity, synchronous, token_ttl,
+                 nam_devices, gce_devices):
+        self.path = path
+        self.listen = listen
+        self.port = port
+        self.state_dir = state_dir
+        self.users_file = users_file
+        self.granularity = granularity
+        self.synchronous = synchronous
+        self.token_ttl = token_ttl
+        self.nam_devices = nam_devices
+        self.gce_devices = gce_devices
+
+    @property
+    def db_path(self):
+        return os.path.join(self.state_dir, "nam-manager.db")
+
+
+def _get(section, key, path, convert, lower=None, upper=None):
+    raw = section.get(key)
+    try:
+        value = convert(raw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError("%s [%s] %s = %r: %s" % (path, section.name, key, raw, exc)) from None
+    if (lower is not None and value < lower) or (upper is not None and value > upper):
+        raise ConfigError("%s [%s] %s = %r is outside %s..%s" % (path, section.name, key, raw, lower, upper))
+    return value
+
+
+def _size(raw):
+    if str(raw).strip() in ("0", ""):
+        return 0
+    return parse_size(str(raw).strip(), "size")
+
+
+def parse(text, path="manager.conf"):
+    cp = configparser.ConfigParser(inline_comment_prefixes=(";", "#"), interpolation=None)
+    try:
+        cp.read_string(text, source=path)
+    except configparser.Error as exc:
+        raise ConfigError("%s: %s" % (path, exc)) from None
+    if not cp.has_section("manager"):
+        cp.add_section("manager")
+    main = cp["manager"]
+    for key, value in DEFAULTS.items():
+        main.setdefault(key, value)
+    unknown = set(main) - set(DEFAULTS)
+    if unknown:
+        raise ConfigError("%s [manager]: unknown keys %s (known: %s)" % (path, ", ".join(sorted(unknown)),
+                                                                         ", ".join(sorted(DEFAULTS))))
+    if main["synchronous"].lower() not in ("full", "normal"):
+        raise ConfigError("%s [manager] synchronous = %r: expected full or normal" % (path, main["synchronous"]))
+    granularity = _get(main, "granularity", path, _size, 1)
+    reserve = _get(main, "admin_reserve_percent", path, float, 0, 100)
+    aat_size = _get(main, "aat_size", path, int, 1)
+    nam, gce = [], []
+    for name in cp.sections():
+        if name == "manager":
+            continue
+        kind, sep, dev = name.partition(":")
+        if not sep or kind not in ("nam", "gce") or not dev.strip():
+            raise ConfigError("%s: section [%s] is not [manager], [nam:<name>] or [gce:<name>]" % (path, name))
+        sec = cp[name]
+        node_id = _get(sec, "node_id", path, int, 0, 0xFFFF) if "node_id" in sec else None
+        if kind == "gce":
+            gce.append({"name": dev.strip(), "node_id": node_id})
+            continue
+        known = {"node_id", "capacity", "nonvolatile_capacity", "aat_size", "admin_reserve_percent"}
+        if set(sec) - known:
+            raise ConfigError("%s [%s]: unknown keys %s (known: %s)" % (path, name, ", ".join(sorted(set(sec) - known)),
+                                                                     ", ".join(sorted(known))))
+        if "capacity" not in sec:
+            raise ConfigError("%s [%s]: capacity is missing (e.g. capacity = 64G)" % (path, name))
+        dev_cfg = {"name": dev.strip(), "node_id": node_id,
+                   "capacity": _get(sec, "capacity", path, _size, 0),
+                   "nonvolatile_capacity": _get(sec, "nonvolatile_capacity", path, _size, 0)
+                   if "nonvolatile_capacity" in sec else 0,
+                   "aat_size": _get(sec, "aat_size", path, int, 1) if "aat_size" in sec else aat_size,
+                   "reserve_percent": _get(sec, "admin_reserve_percent", path, float, 0, 100)
+                   if "admin_reserve_percent" in sec else reserve}
+        for key in ("capacity", "nonvolatile_capacity"):
+            if dev_cfg[key] % granularity:
+                raise ConfigError("%s [%s] %s = %s is not a multiple of the granularity %d"
+                                  % (path, name, key, sec.get(key), granularity))
+        nam.append(dev_cfg)
+    return Config(path, main["listen"], _get(main, "port", path, int, 0, 65535), main["state_dir"],
+                  main["users_file"], granularity, main["synchronous"].lower(),
+                  _get(main, "token_ttl", path, int, 1), nam, gce)
+
+
+def load(path=DEFAULT_PATH):
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            return parse(fh.read(), path)
+    except OSError as exc:
+        raise ConfigError("cannot read %s: %s" % (path, exc.strerror)) from None
+    except SizeError as exc:
+        raise ConfigError("%s: %s" % (path, exc)) from None

@@ -1,0 +1,216 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""The NAM/GCE manager over HTTP on 127.0.0.1: auth, ownership, AAT and size errors, GCE fall-back, client CLI."""
+
+import base64
+import io
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+from msa_sim.nammgr import client as C
+from msa_sim.nammgr import config
+from msa_sim.nammgr.__main__ import open_store
+from msa_sim.nammgr.api import Manager, Server
+from msa_sim.nammgr.auth import Authenticator, hash_password
+
+USERS = {"alice": ("user", "alice-pw"), "bob": ("user", "bob-pw"), "slurm": ("admin", "slurm-pw")}
+CONF = """
+[manager]
+state_dir = {state}
+users_file = {users}
+aat_size = 2
+admin_reserve_percent = 25
+[nam:nam01]
+node_id = 129
+capacity = 1G
+nonvolatile_capacity = 1G
+[gce:gce01]
+node_id = 130
+"""
+
+
+@pytest.fixture
+def manager(tmp_path):
+    users = tmp_path / "users.conf"
+    users.write_text("".join("%s:%s:%s\n" % (u, role, hash_password(pw, iterations=1000))
+                             for u, (role, pw) in USERS.items()))
+    (tmp_path / "manager.conf").write_text(CONF.format(state=tmp_path / "state", users=users))
+    cfg = config.load(str(tmp_path / "manager.conf"))
+    store = open_store(cfg)
+    auth = Authenticator(cfg.users_file, str(tmp_path / "state" / "token.key"), cfg.token_ttl)
+    server = Server(("127.0.0.1", 0), Manager(store, auth))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield "http://127.0.0.1:%d" % server.server_address[1]
+    server.shutdown()
+    server.server_close()
+    store.close()
+
+
+def call(base, method, path, body=None, user="alice", headers=None):
+    hdrs = dict(headers or {})
+    if user:
+        raw = ("%s:%s" % (user, USERS[user][1])).encode()
+        hdrs["Authorization"] = "Basic " + base64.b64encode(raw).decode()
+    req = urllib.request.Request(base + path, method=method, headers=hdrs,
+                                 data=json.dumps(body).encode() if body is not None else None)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_callers_without_valid_credentials_get_401_but_health_is_open(manager):
+    assert call(manager, "GET", "/nam/allocations", user=None)[0] == 401
+    bad = {"Authorization": "Basic " + base64.b64encode(b"alice:wrong").decode()}
+    status, body = call(manager, "GET", "/nam/allocations", user=None, headers=bad)
+    assert status == 401 and body["error"]["code"] == "unauthorized"
+    assert call(manager, "GET", "/nam/allocations", user=None, headers={"Authorization": "Bearer x.y"})[0] == 401
+    status, body = call(manager, "GET", "/health", user=None)
+    assert status == 200 and body["schema_version"] == 1
+
+
+def test_a_bearer_token_from_basic_auth_works_for_later_calls(manager):
+    status, tok = call(manager, "POST", "/auth/token", {})
+    assert status == 201 and tok["role"] == "user"
+    status, body = call(manager, "POST", "/nam/allocations", {"size": "1M"}, user=None,
+                        headers={"Authorization": "Bearer " + tok["token"]})
+    assert status == 201 and body["owner"] == "alice"
+
+
+def test_allocation_answers_its_placement_and_only_the_owner_may_touch_it(manager):
+    status, alloc = call(manager, "POST", "/nam/allocations", {"size": "256M", "job": "7", "name": "scratch"})
+    assert status == 201
+    assert (alloc["device"], alloc["node_id"], alloc["offset"], alloc["size"]) == ("nam01", 129, 0, 256 << 20)
+    path = "/nam/allocations/%d" % alloc["id"]
+    for method, sub in (("GET", ""), ("DELETE", ""), ("POST", "/attach")):
+        status, body = call(manager, method, path + sub, {"node": "esb01", "vpid": 1} if sub else None, user="bob")
+        assert status == 403 and body["error"]["code"] == "not_owner", (method, sub)
+    assert call(manager, "GET", "/nam/allocations", user="bob")[1]["allocations"] == []
+    status, body = call(manager, "POST", "/nam/allocations", {"size": "1M", "owner": "alice"}, user="bob")
+    assert status == 403
+    assert call(manager, "GET", path, user="slurm")[0] == 200          # administrators may
+    assert call(manager, "DELETE", path)[0] == 200
+    status, body = call(manager, "GET", path)
+    assert status == 404 and body["error"]["code"] == "not_found"
+
+
+def test_a_full_aat_is_refused_with_409(manager):
+    alloc = call(manager, "POST", "/nam/allocations", {"size": "1M"})[1]
+    path = "/nam/allocations/%d/" % alloc["id"]
+    assert call(manager, "POST", path + "attach", {"node": "esb01", "vpid": 0})[0] == 201
+    assert call(manager, "POST", path + "attach", {"node": "esb01", "vpid": 0})[0] == 200
+    assert call(manager, "POST", path + "attach", {"node": 17, "vpid": 1})[0] == 201
+    status, body = call(manager, "POST", path + "attach", {"node": "esb02", "vpid": 0})
+    assert status == 409 and body["error"]["code"] == "aat_full"
+    assert call(manager, "POST", path + "detach", {"node": 17, "vpid": 1})[1] == {"detached": True}
+    assert call(manager, "POST", path + "attach", {"node": "esb02", "vpid": 0})[1]["aat_index"] == 1
+
+
+def test_a_request_larger_than_any_free_segment_says_what_is_left(manager):
+    status, body = call(manager, "POST", "/nam/allocations", {"size": "2G"})
+    assert status == 409 and body["error"]["code"] == "no_space"
+    assert body["error"]["largest_free"] == 1 << 30 and "largest free segment is 1GiB" in body["error"]["message"]
+    status, body = call(manager, "POST", "/nam/allocations", {"size": "1G"})
+    assert status == 409 and "administrator reserve" in body["error"]["message"]
+    assert call(manager, "POST", "/nam/allocations", {"size": "1G", "reserved": True})[0] == 403
+    assert call(manager, "POST", "/nam/allocations", {"size": "1G", "reserved": True}, user="slurm")[0] == 201
+
+
+def test_bad_input_is_answered_with_400_naming_the_field(manager):
+    status, body = call(manager, "POST", "/nam/allocations", {"size": "12 parsecs"})
+    assert status == 400 and "size '12 parsecs'" in body["error"]["message"]
+    status, body = call(manager, "POST", "/nam/allocations", {"size": "1M", "volatile": "yes"})
+    assert status == 400 and "volatile" in body["error"]["message"]
+
+
+def test_gce_communicators_fall_back_to_software_beyond_1024_processes(manager):
+    status, body = call(manager, "POST", "/gce/communicators", {"size": 1025})
+    assert status == 200 and body["fallback"] == "software" and "1024" in body["reason"]
+    members = [{"node": "esb%02d" % (i // 4), "vpid": i % 4} for i in range(1024)]
+    status, comm = call(manager, "POST", "/gce/communicators", {"members": members, "root": members[5],
+                                                                "job": "9", "name": "world"})
+    assert status == 201 and comm["size"] == 1024 and comm["fallback"] is None
+    assert comm["limits_left"] == {"communicators": 255}
+    status, body = call(manager, "POST", "/gce/communicators/%d/operations" % comm["id"],
+                        {"op": "sum", "datatype": "float64", "size": 16 << 20})
+    assert status == 200 and body["limit"] == "max_operation_size"
+    assert call(manager, "DELETE", "/gce/communicators/%d" % comm["id"], user="bob")[0] == 403
+    limits = call(manager, "GET", "/gce/limits")[1]
+    assert limits["limits"]["max_communicators"] == 256 and limits["left"]["communicators"] == 255
+    assert call(manager, "DELETE", "/gce/jobs/9")[1]["released"] == [comm["id"]]
+
+
+def test_orphans_are_freed_only_by_administrators(manager):
+    a = call(manager, "POST", "/nam/allocations", {"size": "1M", "job": "100"})[1]
+    b = call(manager, "POST", "/nam/allocations", {"size": "1M", "job": "101"})[1]
+    assert call(manager, "POST", "/nam/admin/orphans", {"live_jobs": ["101"]})[0] == 403
+    status, body = call(manager, "POST", "/nam/admin/orphans", {"live_jobs": ["101"]}, user="slurm")
+    assert status == 200 and body["freed"] == [a["id"]]
+    assert call(manager, "GET", "/nam/allocations/%d" % b["id"])[0] == 200
+    assert call(manager, "GET", "/nam/admin/check", user="slurm")[1] == {"ok": True, "problems": []}
+
+
+def cli(manager, *argv, env=None, user="slurm"):
+    out, err = io.StringIO(), io.StringIO()
+    env = dict(env or {}, NAM_MANAGER_URL=manager, NAM_MANAGER_USER=user, NAM_MANAGER_PASSWORD=USERS[user][1],
+               NAM_MANAGER_CLIENT_CONF="/nonexistent")
+    rc = C.main(list(argv), env=env, out=out, err=err)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_client_allocates_for_a_job_and_frees_it_idempotently(manager):
+    rc, out, _ = cli(manager, "alloc", "--job", "55", "--user", "alice", "--size", "64M", "--name", "job55")
+    assert rc == 0 and out.strip().isdigit()
+    assert cli(manager, "alloc", "--job", "55", "--user", "alice", "--size", "64M", "--name", "job55")[1] == out
+    rc, _, err = cli(manager, "alloc", "--job", "56", "--user", "alice", "--size", "64M", "--name", "job55")
+    assert rc == 1 and "for job 55" in err
+    assert call(manager, "GET", "/nam/allocations/%s" % out.strip())[1]["owner"] == "alice"
+    rc, out, _ = cli(manager, "free-job", "--job", "55")
+    assert rc == 0 and "freed 1 allocations (64MiB)" in out
+    assert "freed 0 allocations" in cli(manager, "free-job", "--job", "55")[1]
+    rc, _, err = cli(manager, "alloc", "--job", "1", "--user", "alice", "--size", "1.3", "--name", "x")
+    assert rc == 1 and "--size '1.3'" in err
+
+
+def test_prolog_allocates_the_jobs_license_request_and_epilog_frees_it(manager):
+    env = {"SLURM_JOB_ID": "77", "SLURM_JOB_USER": "bob", "SLURM_JOB_LICENSES": "gateway:1,nam:100",
+           "SLURM_JOB_COMMENT": ""}
+    rc, out, _ = cli(manager, "prolog", env=env)
+    assert rc == 0 and "100MiB" in out
+    allocs = call(manager, "GET", "/nam/jobs/77", user="bob")[1]["allocations"]
+    assert [(a["name"], a["size"], a["owner"]) for a in allocs] == [("slurm-77", 100 << 20, "bob")]
+    assert cli(manager, "prolog", env=env)[0] == 0                  # a second prolog run reuses it
+    assert len(call(manager, "GET", "/nam/jobs/77", user="bob")[1]["allocations"]) == 1
+    rc, out, _ = cli(manager, "epilog", env=env)
+    assert rc == 0 and call(manager, "GET", "/nam/jobs/77", user="bob")[1]["allocations"] == []
+
+
+def test_prolog_reads_a_comment_request_and_fails_the_job_when_the_nam_is_full(manager):
+    env = {"SLURM_JOB_ID": "78", "SLURM_JOB_USER": "bob", "SLURM_JOB_COMMENT": "gw_num=2,nam=512M,nam_nonvolatile"}
+    assert cli(manager, "prolog", env=env)[0] == 0
+    alloc = call(manager, "GET", "/nam/jobs/78", user="bob")[1]["allocations"][0]
+    assert alloc["volatile"] is False and alloc["size"] == 512 << 20
+    env = dict(env, SLURM_JOB_ID="79", SLURM_JOB_COMMENT="nam=2G")
+    rc, _, err = cli(manager, "prolog", env=env)
+    assert rc == C.REQUEUE and "no contiguous free segment" in err
+    assert cli(manager, "prolog", env={"SLURM_JOB_ID": "80", "SLURM_JOB_COMMENT": "none"})[0] == 0
+
+
+def test_epilog_never_fails_even_when_the_manager_is_away():
+    out, err = io.StringIO(), io.StringIO()
+    env = {"SLURM_JOB_ID": "5", "NAM_MANAGER_URL": "http://127.0.0.1:9", "NAM_MANAGER_CLIENT_CONF": "/nonexistent"}
+    assert C.main(["--timeout", "1", "--retries", "0", "epilog"], env=env, out=out, err=err) == 0
+    assert "cannot reach" in err.getvalue()
+
+
+def test_parse_comment_ignores_other_words():
+    assert C.parse_comment("gw_num=2,nam=1G,nam_name=x nam_nonvolatile;gname=3") == {
+        "size": "1G", "name": "x", "nonvolatile": True}
+    assert C.parse_comment("gw_nam=5,mynam=3") == {}
