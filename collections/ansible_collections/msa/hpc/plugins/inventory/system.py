@@ -33,6 +33,9 @@ options:
   fabrics:
     description:
       - Fabric name to C({kind, cidr}); kind is one of C(ethernet), C(infiniband), C(extoll).
+      - An C(extoll) fabric may add C(topology), either C({type, dims, routing}) (a generated Mesh, Torus or
+        Hypercube over the fabric's nodes in the order of their EXTOLL addresses) or C({file}) (a C(.td) file
+        whose inventory lists the nodes' GUIDs); the C(msa.hpc.extoll_td) filter turns it into the C(.td) text.
     type: dict
     required: true
   modules:

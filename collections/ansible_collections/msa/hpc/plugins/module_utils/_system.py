@@ -61,6 +61,14 @@ def expand(description):
             continue
         fabrics[name] = {"name": name, "kind": fab.get("kind"), "cidr": str(net),
                          "gateway": str(net.network_address + 1), "prefixlen": net.prefixlen}
+        if "topology" in fab:
+            # the EXTOLL topology (generator or .td file); the msa.hpc.extoll_td filter checks its content
+            if fab.get("kind") != "extoll":
+                problems.append("%s.topology: only an extoll fabric has a topology (kind is %r)" % (where, fab.get("kind")))
+            elif not isinstance(fab["topology"], dict):
+                problems.append("%s.topology: %r is not a mapping (type/dims/routing or file)" % (where, fab["topology"]))
+            else:
+                fabrics[name]["topology"] = dict(fab["topology"])
     if not fabrics:
         problems.append("fabrics: at least one fabric is needed")
     mgmt = description.get("management_fabric", "mgmt")
