@@ -1,0 +1,442 @@
+#!/usr/bin/python
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""Ansible module msa.hpc.slurm_packjob: submit, watch and cancel heterogeneous Slurm jobs across MSA modules."""
+
+DOCUMENTATION = r"""
+module: slurm_packjob
+short_description: Submit, watch and cancel heterogeneous (pack) Slurm jobs across MSA modules
+version_added: 0.1.0
+author: msa.hpc contributors
+description:
+  - Submits a heterogeneous job whose components run on different modules (partitions) at the same time, as
+    C(sbatch) does with C(#SBATCH hetjob) separators (seed 004 §4.2), and reports the job id, state, node list and
+    exit code of each component.
+  - Asks for the MSA global resources as cluster licences on the first component, so the scheduler never starts a
+    job it cannot serve. O(gateways) becomes C(--licenses=gateway:N); O(nam) becomes C(--licenses=nam:U) with U
+    the size in GiB rounded up; O(gce) becomes C(--licenses=gce:1). The job comment carries the exact wishes for
+    the gateway prolog (C(msa:gw_num=2;gw_file=...;gw_plugin=...;gw_cleanup=1;nam_bytes=...;gce=1)) and the batch
+    script exports them as C(MSA_GW_NUM), C(MSA_GW_ROUTING_FILE), C(MSA_GW_PLUGIN), C(MSA_GW_CLEANUP),
+    C(MSA_NAM_BYTES) and C(MSA_GCE).
+  - A component with O(components[].delay) starts that many minutes after the first component (the delay switch of
+    seed 004 §5.2.2). Slurm starts all components of a heterogeneous job together, so a delayed component is
+    submitted as its own job with C(--dependency=after:<first job id>+<minutes>); it runs only while the first job
+    is still running (it exits 3 otherwise) and is cancelled with it by O(state=absent).
+  - O(module_list) submits alternatives of which exactly one runs, on whichever module can start it first (seed
+    004 §5.1.2 C(plussingleton)/C(--module-list)). All alternatives are submitted held, then released together;
+    the first to start holds and cancels its pending siblings, and of siblings that started in the same moment the
+    one with the lowest job id runs while the others exit at once. Slurm's C(singleton) dependency is not used
+    because it keeps every later alternative waiting behind the first one.
+  - Idempotent by job name and user. O(state=present) does not submit when a job of this name is pending or
+    running for the user; O(state=absent) cancels every such job.
+  - Validates the whole request before anything is submitted, against O(system), and fails naming the component
+    index, the field and the value.
+  - Talks to Slurm through its commands (C(sbatch), C(squeue --json), C(sacct --json), C(scontrol), C(scancel)),
+    which must be on the target's PATH; the transport is one small class so that slurmrestd can take its place.
+attributes:
+  check_mode:
+    support: full
+    details: Validates, looks the job up in the queue and returns the scripts and argv it would run.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+    support: full
+options:
+  name:
+    description: Job name; with the user it identifies the job for idempotency.
+    type: str
+    required: true
+  state:
+    description: V(present) submits unless the job is pending or running; V(absent) cancels it.
+    type: str
+    choices: [present, absent]
+    default: present
+  components:
+    description:
+      - The components of the heterogeneous job, in order. The first one leads; its batch script runs the job.
+      - Without O(components[].script) on the first component, every component not delayed needs a
+        O(components[].command), and the job runs them as one heterogeneous step, one C(srun) with the commands
+        separated by colons and each preceded by its C(--het-group) (or one step each with O(launch=separate)).
+    type: list
+    elements: dict
+    suboptions:
+      partition:
+        description: Partition to run on. Give this or O(components[].module).
+        type: str
+      module:
+        description: MSA module to run on; resolved to its partition through O(system).
+        type: str
+      nodes:
+        description: Number of nodes.
+        type: int
+        default: 1
+      ntasks:
+        description: Number of tasks.
+        type: int
+      cpus_per_task:
+        description: CPUs per task.
+        type: int
+      time:
+        description: Time limit in a Slurm format (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS).
+        type: str
+      constraint:
+        description: Node features (C(--constraint)).
+        type: str
+      gres:
+        description: Generic resources per node, for example V(gpu:1).
+        type: str
+      command:
+        description: Program and arguments as on an srun line (a string is used as written, a list is quoted).
+        type: raw
+      script:
+        description: Batch script body (no C(#SBATCH) lines). Only the first component and delayed ones may have one.
+        type: str
+      delay:
+        description: Minutes after the first component starts (or a Slurm time); not for the first component.
+        type: raw
+      container_image:
+        description: Container image for the component; recorded in the script and the result for the container runner.
+        type: str
+  module_list:
+    description: Alternatives (same suboptions as O(components)) of which exactly one runs. Excludes O(components).
+    type: list
+    elements: dict
+  launch:
+    description: Run the components' commands as one heterogeneous step (V(joint)) or one step each (V(separate)).
+    type: str
+    choices: [joint, separate]
+    default: joint
+  gateways:
+    description: Gateway nodes for the job (seed 004 C(--gw_num)).
+    type: int
+    default: 0
+  gw_file:
+    description: Path of the gateway routing file (C(--gw_file)).
+    type: path
+  gw_plugin:
+    description: Routing strategy for the gateway routing file (C(--gw_plugin)).
+    type: str
+  gw_cleanup:
+    description: Remove the routing file when the job ends (C(--gw_cleanup)).
+    type: bool
+    default: false
+  nam:
+    description: NAM capacity for the job, V(100GiB), V(500GB), V(16G) or bytes.
+    type: str
+  gce:
+    description: Whether the job uses the Global Collective Engine.
+    type: bool
+    default: false
+  account:
+    description: Account to charge.
+    type: str
+  qos:
+    description: Quality of service.
+    type: str
+  chdir:
+    description: Working directory of the batch script.
+    type: path
+  output:
+    description: Output file pattern (C(--output)).
+    type: str
+  environment:
+    description: Variables exported in the batch script.
+    type: dict
+    default: {}
+  system:
+    description:
+      - The system's resources, to validate the request before submitting. C(partitions) maps a partition to
+        C(nodes), optional C(max_time), C(module), C(cpus_per_node) and C(gres) (per node, a mapping
+        such as C(gpu) to 1); C(gateways) is the number of gateway nodes, C(nam) the NAM capacity, C(gce) whether a GCE
+        exists. A key left out is not checked.
+    type: dict
+    default: {}
+  wait:
+    description: Wait until every component has finished, and fail if one failed (see O(fail_on_error)).
+    type: bool
+    default: false
+  wait_timeout:
+    description: Seconds to wait with O(wait=true).
+    type: int
+    default: 600
+  poll_interval:
+    description: Seconds between two looks at the queue while waiting.
+    type: int
+    default: 5
+  fail_on_error:
+    description: With O(wait=true), fail when a component ends in another state than COMPLETED or with a non-zero exit code.
+    type: bool
+    default: true
+notes:
+  - Slurm 22.05 or later; C(--dependency=after:<job>+<minutes>) needs it. Jobs are found by name among the jobs
+    C(squeue) still lists; once slurmctld forgets a finished job (C(MinJobAge)), its final state comes from
+    C(sacct), which needs accounting (slurmdbd).
+  - The cluster needs the licences in C(slurm.conf) (C(Licenses=gateway:N,nam:<GiB>,gce:N)); the
+    C(msa.hpc.slurm_nodes_conf) filter renders that line.
+seealso:
+  - name: Heterogeneous job support
+    description: Slurm's documentation of heterogeneous jobs.
+    link: https://slurm.schedmd.com/heterogeneous_jobs.html
+"""
+
+EXAMPLES = r"""
+- name: Run a cluster/booster job through two gateways and wait for it
+  msa.hpc.slurm_packjob:
+    name: coupled
+    components:
+      - {partition: cm, nodes: 1, ntasks: 2, time: "10:00", command: ./hello_cluster}
+      - {partition: esb, nodes: 2, ntasks: 2, gres: "gpu:1", command: ./hello_booster}
+    gateways: 2
+    gw_cleanup: true
+    system: {partitions: {cm: {nodes: 4}, esb: {nodes: 8}}, gateways: 2}
+    wait: true
+    wait_timeout: 900
+  register: coupled
+
+- name: Start the analysis part 30 minutes after the simulation (delay switch)
+  msa.hpc.slurm_packjob:
+    name: workflow
+    components:
+      - {partition: esb, nodes: 4, time: "2:00:00", command: ./simulate}
+      - {partition: dam, nodes: 1, time: "1:30:00", delay: 30, command: ./analyse}
+    nam: 100GiB
+
+- name: Run on whichever module frees first
+  msa.hpc.slurm_packjob:
+    name: anywhere
+    module_list:
+      - {partition: esb, nodes: 4, ntasks: 8, time: 5, command: ./app}
+      - {partition: cm, nodes: 2, ntasks: 8, time: 7, command: ./app}
+      - {partition: dam, nodes: 1, ntasks: 8, time: 14, command: ./app}
+
+- name: Cancel the workflow
+  msa.hpc.slurm_packjob:
+    name: workflow
+    state: absent
+"""
+
+RETURN = r"""
+job_id:
+  description: Id of the first job (the heterogeneous job's leader, or the alternative that runs).
+  returned: when a job exists
+  type: int
+  sample: 1234
+job_ids:
+  description: Every job id of this job (leader, delayed components, alternatives).
+  returned: always
+  type: list
+  elements: int
+state:
+  description: Overall state (the first unfinished component's state, else the first failure, else COMPLETED).
+  returned: when a job exists
+  type: str
+  sample: RUNNING
+components:
+  description: One entry per component (or alternative), in spec order.
+  returned: when a job exists
+  type: list
+  elements: dict
+  contains:
+    index: {description: Position in the spec., type: int}
+    role: {description: "V(main) (part of the heterogeneous job), V(delayed) or V(alternative).", type: str}
+    job_id: {description: Slurm job id of the component (C(<leader>+<offset>) in squeue)., type: int}
+    het_job_offset: {description: Offset in the heterogeneous job., type: int}
+    state: {description: Slurm job state., type: str}
+    nodes: {description: Node list as a hostlist expression., type: str}
+    node_list: {description: Node names., type: list, elements: str}
+    exit_code: {description: Exit code once finished., type: int}
+    signal: {description: "Signal that ended it, 0 if none.", type: int}
+    chosen: {description: For alternatives, whether this one runs., type: bool}
+winner:
+  description: Index of the module_list alternative that runs, once one has started.
+  returned: with module_list
+  type: int
+submissions:
+  description: What was (or in check mode would be) run, one entry per sbatch with its argv and script.
+  returned: when submitting, and in check mode
+  type: list
+  elements: dict
+cancelled:
+  description: Job ids cancelled by state=absent.
+  returned: with state=absent
+  type: list
+  elements: int
+"""
+
+import os
+import pwd
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.msa.hpc.plugins.module_utils._packjob import (
+    CliTransport, PackJobError, TransportError, all_ids, cancel_targets, fill_leader, find_ids, plan, results,
+    validate)
+
+_COMPONENT = dict(
+    partition=dict(type="str"), module=dict(type="str"), nodes=dict(type="int", default=1),
+    ntasks=dict(type="int"), cpus_per_task=dict(type="int"), time=dict(type="str"), constraint=dict(type="str"),
+    gres=dict(type="str"), command=dict(type="raw"), script=dict(type="str"), delay=dict(type="raw"),
+    container_image=dict(type="str"))
+JOB_OPTIONS = ("name", "components", "module_list", "launch", "gateways", "gw_file", "gw_plugin", "gw_cleanup", "nam",
+               "gce", "account", "qos", "chdir", "output", "environment")
+
+
+def argument_spec():
+    return dict(
+        name=dict(type="str", required=True),
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        components=dict(type="list", elements="dict"),
+        module_list=dict(type="list", elements="dict"),
+        launch=dict(type="str", choices=["joint", "separate"], default="joint"),
+        gateways=dict(type="int", default=0),
+        gw_file=dict(type="path"), gw_plugin=dict(type="str"), gw_cleanup=dict(type="bool", default=False),
+        nam=dict(type="str"), gce=dict(type="bool", default=False),
+        account=dict(type="str"), qos=dict(type="str"), chdir=dict(type="path"), output=dict(type="str"),
+        environment=dict(type="dict", default={}),
+        system=dict(type="dict", default={}),
+        wait=dict(type="bool", default=False), wait_timeout=dict(type="int", default=600),
+        poll_interval=dict(type="int", default=5), fail_on_error=dict(type="bool", default=True),
+    )
+
+
+def _clean_components(items):
+    """Drop the None values the argument spec would add, so validation sees only what the user wrote."""
+    if items is None:
+        return None
+    return [{k: v for k, v in item.items() if v is not None} if isinstance(item, dict) else item for item in items]
+
+
+def job_from_params(params):
+    job = {k: params[k] for k in JOB_OPTIONS if params.get(k) not in (None, [], {})}
+    for key in ("components", "module_list"):
+        if key in job:
+            job[key] = _clean_components(job[key])
+    if job.get("gw_cleanup") is False:
+        del job["gw_cleanup"]
+    return job
+
+
+def _snapshot(transport, spec, ids, user):
+    records = transport.jobs(user)
+    wanted = set(all_ids(ids))
+    seen = {r["job_id"] for r in records} | {r["het_job_id"] for r in records if r["het_job_id"]}
+    missing = sorted(wanted - seen)
+    if missing:
+        try:
+            records += transport.history(missing)
+        except TransportError:
+            pass   # no accounting: those components stay UNKNOWN
+    return results(spec, ids, records)
+
+
+def submit(transport, subs):
+    """Run the planned submissions; returns the ids and what was run. Cancels what it submitted on failure."""
+    ids = {"leader": None, "delayed": {}, "alternatives": []}
+    done, submitted = [], []
+    try:
+        for sub in subs:
+            if sub["role"] == "delayed":
+                sub = fill_leader(sub, ids["leader"])
+            job_id = transport.submit(sub["argv"], sub["script"])
+            submitted.append(job_id)
+            done.append(dict(sub, job_id=job_id))
+            if sub["role"] == "main":
+                ids["leader"] = job_id
+            elif sub["role"] == "delayed":
+                ids["delayed"][sub["components"][0]] = job_id
+            else:
+                ids["alternatives"].append(job_id)
+        transport.release(ids["alternatives"])
+    except TransportError:
+        try:
+            transport.cancel(submitted)
+        except TransportError:
+            pass
+        raise
+    return ids, done
+
+
+def wait_for(transport, spec, ids, user, timeout, interval, sleep=None, clock=None):
+    sleep, clock = sleep or time.sleep, clock or time.monotonic
+    deadline = clock() + timeout
+    while True:
+        snap = _snapshot(transport, spec, ids, user)
+        if snap["finished"] or clock() >= deadline:
+            return snap
+        sleep(max(1, interval))
+
+
+def run(module, transport, user, sleep=None, clock=None):
+    params = module.params
+    try:
+        if params["state"] == "absent":   # only the name matters to find what to cancel
+            spec = validate({"name": params["name"], "components": [{"partition": "-", "command": "-"}]})
+        else:
+            spec = validate(job_from_params(params), params["system"])
+    except PackJobError as exc:
+        module.fail_json(msg="The job %r cannot be submitted: %s" % (params["name"], exc), problems=exc.problems)
+    result = dict(changed=False, job_ids=[])
+    try:
+        if params["state"] == "absent":
+            targets = cancel_targets(spec, transport.jobs(user), user)
+            if targets and not module.check_mode:
+                transport.cancel(targets)
+            result.update(changed=bool(targets), cancelled=targets, job_ids=targets)
+            return result
+        try:
+            records = transport.jobs(user)
+        except TransportError as exc:
+            if not module.check_mode:
+                raise
+            module.warn("Could not look the job up in the queue (%s); assuming it is not there." % exc)
+            records = []
+        ids = find_ids(spec, records, user)
+        if ids is None:
+            subs = plan(spec)
+            result["submissions"] = [{"role": s["role"], "components": s["components"], "argv": s["argv"],
+                                      "script": s["script"]} for s in subs]
+            result["changed"] = True
+            if module.check_mode:
+                return result
+            ids, done = submit(transport, subs)
+            result["submissions"] = [{"role": s["role"], "components": s["components"], "argv": s["argv"],
+                                      "script": s["script"], "job_id": s["job_id"]} for s in done]
+        result["job_ids"] = all_ids(ids)
+        if params["wait"]:
+            snap = wait_for(transport, spec, ids, user, params["wait_timeout"], params["poll_interval"], sleep, clock)
+        else:
+            snap = _snapshot(transport, spec, ids, user)
+    except TransportError as exc:
+        module.fail_json(msg="Slurm did not do what was asked for job %r: %s" % (params["name"], exc), **result)
+    result.update(job_id=snap["job_id"], state=snap["state"], components=snap["components"])
+    if spec["module_list"]:
+        result["winner"] = snap["winner"]
+    if params["wait"]:
+        if not snap["finished"]:
+            module.fail_json(msg="Job %r did not finish within %d s; states: %s" % (
+                params["name"], params["wait_timeout"], _states(snap)), **result)
+        if snap["failed"] and params["fail_on_error"]:
+            module.fail_json(msg="Job %r failed: %s" % (params["name"], _states(snap, snap["failed"])), **result)
+    return result
+
+
+def _states(snap, only=None):
+    return ", ".join("component %d (job %s) %s%s" % (
+        c["index"], c["job_id"], c["state"], "" if c["exit_code"] in (None, 0) else " exit %s" % c["exit_code"])
+        for c in snap["components"] if only is None or c["index"] in only)
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
+                           mutually_exclusive=[("components", "module_list")],
+                           required_if=[("state", "present", ("components", "module_list"), True)])
+    transport = CliTransport(module.run_command)
+    user = pwd.getpwuid(os.getuid()).pw_name
+    module.exit_json(**run(module, transport, user))
+
+
+if __name__ == "__main__":
+    main()
