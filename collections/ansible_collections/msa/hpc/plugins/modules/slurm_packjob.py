@@ -1,5 +1,6 @@
 #!/usr/bin/python
 # SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 """Ansible module msa.hpc.slurm_packjob: submit, watch and cancel heterogeneous Slurm jobs across MSA modules."""
@@ -8,7 +9,8 @@ DOCUMENTATION = r"""
 module: slurm_packjob
 short_description: Submit, watch and cancel heterogeneous (pack) Slurm jobs across MSA modules
 version_added: 0.1.0
-author: msa.hpc contributors
+author:
+  - msa.hpc maintainers
 description:
   - Submits a heterogeneous job whose components run on different modules (partitions) at the same time, as
     C(sbatch) does with C(#SBATCH hetjob) separators (seed 004 §4.2), and reports the job id, state, node list and
@@ -36,11 +38,14 @@ description:
     which must be on the target's PATH; the transport is one small class so that slurmrestd can take its place.
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Validates, looks the job up in the queue and returns the scripts and argv it would run.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
     platforms: posix
     support: full
 options:
@@ -248,7 +253,7 @@ components:
     node_list: {description: Node names., type: list, elements: str}
     exit_code: {description: Exit code once finished., type: int}
     signal: {description: "Signal that ended it, 0 if none.", type: int}
-    chosen: {description: For alternatives, whether this one runs., type: bool}
+    chosen: {description: "For alternatives, whether this one runs.", type: bool}
 winner:
   description: Index of the module_list alternative that runs, once one has started.
   returned: with module_list
