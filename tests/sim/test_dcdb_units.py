@@ -426,3 +426,31 @@ def test_unknown_jobs_fall_back_to_sacct(agent, tmp_path):
     job = agent.resolve_job("55")
     assert job["source"] == "sacct" and sorted(job["nodes"]) == ["/msa/cm/n1", "/msa/cm/n2"]
     assert (job["start"], job["end"]) == (8 * S, 9 * S)
+
+
+def test_grafana_dashboard_variables_and_targets_resolve_through_the_api(agent):
+    _feed_job(agent)
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "sim", "msa_sim", "dcdb", "grafana",
+                        "system_overview.json")
+    with open(path) as handle:
+        dashboard = json.load(handle)
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    values = {"system": "msa", "module": "cm", "node": "{n1,n2}", "job": "4711"}
+
+    def fill(text):
+        for name, value in values.items():
+            text = text.replace("$" + name, value)
+        return text
+    assert _call(agent, "/search", {"target": fill(variables["system"]["query"])})[1] == ["msa"]
+    assert _call(agent, "/search", {"target": fill(variables["module"]["query"])})[1] == ["cm"]
+    assert _call(agent, "/search", {"target": fill(variables["node"]["query"])})[1] == ["n1", "n2"]
+    targets = {t["target"] for p in dashboard["panels"] for t in p["targets"]}
+    found = {}
+    for target in targets:
+        status, result = _call(agent, "/query", {"range": {"from": 0, "to": 20000}, "targets": [{"target": fill(target)}]})
+        assert status == 200
+        found[target] = [s["target"] for s in result]
+    assert found["/$system/$module/$node/cpu/util"] == ["/msa/cm/n1/cpu/util", "/msa/cm/n2/cpu/util"]
+    assert found["job:$job/power/node"] == ["/msa/cm/n1/power/node", "/msa/cm/n2/power/node"]
+    assert found["/$system/$module/$node/analytics/job_energy"] == ["/msa/cm/n1/analytics/job_energy",
+                                                                  "/msa/cm/n2/analytics/job_energy"]

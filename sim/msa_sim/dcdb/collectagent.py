@@ -151,7 +151,7 @@ class CollectAgent:
         self.counters["messages"] += 1
         self.counters["received"] += len(readings)
         self._idle.clear()
-        self._pending.put([(topic, ts, value) for ts, value in readings])
+        self._pending.put((topic, readings))
         return len(readings)
 
     def _on_message(self, client, userdata, msg):
@@ -172,19 +172,30 @@ class CollectAgent:
             LOG.warning("lost the broker (rc=%s); reconnecting", rc)
 
     def process(self, batch):
-        """Job sightings, operators and the store write for one batch of readings (called by the writer)."""
+        """Job sightings, operators and the store write for a batch of messages [(topic, [(ts, value), ...])]."""
         sightings = []
-        for topic, ts, value in batch:
-            if topic.rsplit("/", 1)[-1] == self.config.job_sensor and value:
-                jobid = str(int(value))
+        inputs = []
+        for topic, readings in batch:
+            if topic.rsplit("/", 1)[-1] == self.config.job_sensor:
                 node = wire.node_prefix(topic)
-                self.jobs.seen(jobid, node, ts)
-                sightings.append((jobid, node, ts))
-        outputs, energy = run_operators(self.operators, batch, self.jobs.on)
-        new_topics = self.store.add(batch + outputs, sightings, energy)
+                for ts, value in readings:
+                    if value:
+                        jobid = str(int(value))
+                        self.jobs.seen(jobid, node, ts)
+                        sightings.append((jobid, node, ts))
+            if self.operators and any(op.matches(topic) for op in self.operators):
+                inputs.extend((topic, ts, value) for ts, value in readings)
+        outputs, energy = run_operators(self.operators, inputs, self.jobs.on)
+        series = list(batch)
+        if outputs:
+            by_topic = {}
+            for topic, ts, value in outputs:
+                by_topic.setdefault(topic, []).append((ts, value))
+            series.extend(by_topic.items())
+        new_topics = self.store.add_series(series, sightings, energy)
         for topic in new_topics:
             self.tree.add(topic)
-        self.counters["stored"] += len(batch)
+        self.counters["stored"] += sum(len(r) for _, r in batch)
         self.counters["analytics"] += len(outputs)
 
     def _write_loop(self):
@@ -197,19 +208,22 @@ class CollectAgent:
                     return
                 self._idle.set()
                 continue
-            batch = list(first)
+            batch = [first]
+            size = len(first[1])
             deadline = time.monotonic() + cfg.batch_interval
-            while len(batch) < cfg.batch_size:
+            while size < cfg.batch_size:
                 try:
-                    batch.extend(self._pending.get(timeout=max(0.0, deadline - time.monotonic())))
+                    item = self._pending.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
+                batch.append(item)
+                size += len(item[1])
             try:
                 self.process(batch)
-            except (StoreError, Exception) as exc:  # keep the agent alive; the batch is counted as lost
+            except Exception as exc:  # keep the agent alive; the batch is counted as lost
                 self.counters["store_errors"] += 1
-                self.counters["lost"] += len(batch)
-                LOG.error("cannot store %d readings: %s", len(batch), exc)
+                self.counters["lost"] += size
+                LOG.error("cannot store %d readings: %s", size, exc)
             if self._pending.empty():
                 self._idle.set()
 

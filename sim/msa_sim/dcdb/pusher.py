@@ -55,14 +55,15 @@ class PusherConfig:
             raise DcdbConfigError("global.maxQueuedReadings %r must be at least 1" % self.max_queued)
         self.max_msg_num = max(1, as_int(get("maxMsgNum"), 100, "global.maxMsgNum"))
         self.max_inflight = max(1, as_int(get("maxInflight"), 100, "global.maxInflight"))
-        self.flush_interval = max(1, as_int(get("flushInterval"), 500, "global.flushInterval")) / 1000.0
+        self.flush_interval = max(1, as_int(get("flushInterval"), 1000, "global.flushInterval")) / 1000.0
         self.flush_timeout = max(0, as_int(get("flushTimeout"), 2000, "global.flushTimeout")) / 1000.0
         self.format = get("payloadFormat", "json")
         if self.format not in ("json", "binary"):
             raise DcdbConfigError("global.payloadFormat %r must be json or binary" % self.format)
         self.status_file = get("statusFile", "/run/dcdb/pusher.status")
         self.status_interval = max(10, as_int(get("statusInterval"), 1000, "global.statusInterval")) / 1000.0
-        self.client_id = (get("clientId") or "dcdbpusher-%s" % hostname).replace("%h", hostname)
+        # one MQTT session per sensor tree: two Pushers with one client id would keep disconnecting each other
+        self.client_id = (get("clientId") or "dcdbpusher" + self.prefix.replace("/", "-")).replace("%h", hostname)
         self.keepalive = as_int(get("keepalive"), 30, "global.keepalive")
         self.reconnect_max = as_int(get("reconnectMax"), 10, "global.reconnectMax")
         config_dir = os.path.dirname(os.path.abspath(path))
@@ -124,6 +125,7 @@ class Pusher:
         self._client_factory = client_factory
         self._client = None
         self._inflight = {}
+        self._handing = 0  # readings taken from the queue that are not yet tracked or given back
         self._early_acks = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -251,6 +253,7 @@ class Pusher:
                 time.sleep(0.002)
                 continue
             batch = self.queue.pop(room * cfg.max_msg_num)
+            self._handing = len(batch)
             by_topic = collections.OrderedDict()
             for topic, ts, value in batch:
                 by_topic.setdefault(topic, []).append((ts, value))
@@ -263,10 +266,12 @@ class Pusher:
                 kept = info.rc == mqtt.MQTT_ERR_SUCCESS or (cfg.qos > 0 and info.rc == mqtt.MQTT_ERR_NO_CONN)
                 if kept:
                     self._track(info.mid, len(readings))
+                    self._handing -= len(readings)
                     continue
                 rest = [(t, ts, v) for t, rs in messages[index:] for ts, v in rs]
                 rest.sort(key=lambda r: r[1])
                 self.queue.push_front(rest)
+                self._handing = 0
                 return
 
     def publish_status(self):
@@ -333,7 +338,7 @@ class Pusher:
     def stop(self):
         """Flush for up to flushTimeout, then disconnect."""
         deadline = time.monotonic() + self.config.flush_timeout
-        while time.monotonic() < deadline and self.connected and (len(self.queue) or self._inflight):
+        while time.monotonic() < deadline and self.connected and (len(self.queue) or self._inflight or self._handing):
             self._wake.set()
             time.sleep(0.02)
         self._stop.set()

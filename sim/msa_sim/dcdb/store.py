@@ -86,7 +86,14 @@ class SqlStore:
         return sid
 
     def add(self, readings, jobs=(), energy=()):
-        """One transaction: readings [(topic, ts, value)], job sightings [(jobid, node, ts)], energy
+        """Like add_series, for flat readings [(topic, ts, value)]."""
+        series = {}
+        for topic, ts, value in readings:
+            series.setdefault(topic, []).append((ts, value))
+        return self.add_series(list(series.items()), jobs, energy)
+
+    def add_series(self, series, jobs=(), energy=()):
+        """One transaction: readings as [(topic, [(ts, value), ...])], job sightings [(jobid, node, ts)] and energy
         [(jobid, node, joules to add)]. Duplicate (sensor, ts) readings are ignored. Returns the new sensor topics."""
         conn = self._writer()
         with self._write_lock:
@@ -94,7 +101,10 @@ class SqlStore:
             cur = conn.cursor()
             self._begin(conn)
             try:
-                rows = [(self._sensor_id(cur, topic), int(ts), value) for topic, ts, value in readings]
+                rows = []
+                for topic, readings in series:
+                    sid = self._sensor_id(cur, topic)
+                    rows.extend([(sid, ts, value) for ts, value in readings])
                 self._insert_readings(cur, rows)
                 if jobs:
                     spans = {}
