@@ -515,7 +515,7 @@ def _arbitration(name, token):
     behind the first (a pending job with a lower id blocks it), so the job would never move to the module that
     frees first. Instead all alternatives pend freely; the one that starts holds every pending sibling (after the
     hold none of them can start, so the set of started siblings is final), cancels the held ones, and if siblings
-    started at the same moment the one with the lowest job id runs while the others exit 0 at once.
+    started at the same moment the one with the lowest job id runs while the others cancel themselves at once.
     """
     tag = format_comment([(ALT_COMMENT_KEY, name), ("set", token)]) + ";"
     return [
@@ -535,6 +535,8 @@ def _arbitration(name, token):
         " {print $1}' | sort -n | head -n 1)",
         'if [ -n "$msa_first" ]; then',
         '  echo "msa: alternative job $msa_first of %s started first and runs instead" >&2' % name,
+        # Cancelled, not completed: accounting then shows the one alternative that ran.
+        '  scancel "$SLURM_JOB_ID" 2>/dev/null',
         "  exit 0",
         "fi",
     ]

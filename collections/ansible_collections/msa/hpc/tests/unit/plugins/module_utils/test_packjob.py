@@ -168,7 +168,7 @@ def test_module_list_alternatives_are_submitted_held_with_a_shared_set_token():
 ARBITRATION_CASES = [
     # (my id, sibling lines "id|state|nodes|comment", expected held, expected cancelled, runs?)
     ("101", ["102|PENDING||{tag}alternative=1", "103|PENDING||{tag}alternative=2"], "102,103", "102 103", True),
-    ("102", ["101|RUNNING|cm01|{tag}alternative=0"], "", "", False),          # started together, lower id runs
+    ("102", ["101|RUNNING|cm01|{tag}alternative=0"], "", "102", False),       # started together: lower id runs, 102 cancels itself
     ("101", ["102|RUNNING|esb01|{tag}alternative=1"], "", "", True),
     ("103", ["101|CANCELLED||{tag}alternative=0", "102|COMPLETED|esb01|other"], "", "", True),
     ("102", ["101|PENDING||{tag}alternative=0", "105|PENDING||msa:alt=anywhere;set=oldset;alternative=0"],
