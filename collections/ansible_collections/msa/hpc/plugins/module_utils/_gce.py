@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
-"""GCE hardware limits of seed 004 Table 1 and the checks that decide when collectives fall back to software."""
+"""GCE limits of seed 004 Table 1, the checks that decide on the software fall-back, and the communicator service."""
+
+from ansible_collections.msa.hpc.plugins.module_utils._nam import ManagerError, ManagerService, quote_path
 
 MIB = 1 << 20
 
@@ -102,3 +104,109 @@ def normalise_process(value, field):
     if isinstance(value["vpid"], bool) or vpid < 0:
         raise ValueError("%s.vpid %r is not a non-negative integer" % (field, value["vpid"]))
     return str(node).strip(), vpid
+
+
+class GceService(ManagerService):
+    """GCE operations of the manager: communicators by id or name, and the limits left."""
+
+    def limits(self):
+        return self._call("GET", "gce/limits")[1]
+
+    def find(self, name):
+        found = self._call("GET", "gce/communicators?name=%s" % quote_path(name))[1]["communicators"]
+        return found[0] if found else None
+
+    def create(self, members, root=None, name=None, job=None, owner=None, size=None):
+        body = {"members": members, "root": root, "name": name, "job": job, "owner": owner, "size": size}
+        return self._call("POST", "gce/communicators", {k: v for k, v in body.items() if v is not None},
+                          what="create GCE communicator %s" % (name or ""))[1]
+
+    def release(self, comm_id):
+        status, _ = self._call("DELETE", "gce/communicators/%s" % comm_id, ok=(200, 404))
+        return status == 200
+
+    def free_job(self, job):
+        return self._call("DELETE", "gce/jobs/%s" % quote_path(job))[1]
+
+
+def _same(comm, members, root):
+    return ([(m["node"], m["vpid"]) for m in comm["members"]] == members and
+            (comm["root"]["node"], comm["root"]["vpid"]) == root)
+
+
+def ensure_communicator(gce, params, check_mode=False):
+    """Bring communicator ``params["name"]`` to ``params["state"]``; the result of the gce_comm module.
+
+    A communicator whose members or root differ is released and created again (MPI communicators are
+    immutable). When the GCE cannot hold it (more than 1024 processes, all 256 Comm IDs in use) nothing
+    changes and the result says ``fallback: software`` with the reason: the MPI library then uses its
+    software collectives, as seed 004 requires.
+    """
+    name = params["name"]
+    before = gce.find(name)
+    result = {"changed": False, "communicator": None, "id": None, "comm_id": None, "fallback": None,
+              "fallback_reason": None}
+    if params["state"] == "absent":
+        if before is not None:
+            result["changed"] = True
+            if not check_mode:
+                gce.release(before["id"])
+        result["limits_left"] = gce.limits()["left"] if not check_mode or before is None else None
+        result["diff"] = {"before": _comm_summary(before), "after": {}}
+        return result
+    raw = params.get("members") or []
+    if not raw:
+        raise ManagerError("members is required: the processes of communicator %r in rank order" % name)
+    members = [normalise_process(m, "members[%d]" % i) for i, m in enumerate(raw)]
+    root = normalise_process(params["root"], "root") if params.get("root") else members[0]
+    if root not in members:
+        raise ManagerError("root %s:%s is not one of the members of communicator %r" % (root[0], root[1], name))
+    if len(set(members)) != len(members):
+        raise ManagerError("members of communicator %r list a process twice" % name)
+    if before is not None and _same(before, members, root):
+        result.update(communicator=before, id=before["id"], comm_id=before["comm_id"],
+                      limits_left=gce.limits()["left"], diff={"before": _comm_summary(before),
+                                                              "after": _comm_summary(before)})
+        return result
+    limits = gce.limits()
+    in_use = limits["in_use"]["communicators"] - (1 if before is not None else 0)
+    try:
+        if not limits.get("devices"):
+            raise Fallback("gce_devices", "no GCE device is configured; use software collectives")
+        check_communicator_size(len(members), in_use)
+    except Fallback as fb:
+        result.update(fallback="software", fallback_reason=fb.reason, fallback_limit=fb.limit,
+                      limits_left=limits["left"], diff={"before": _comm_summary(before),
+                                                        "after": _comm_summary(before)})
+        if before is not None:
+            result["communicator"], result["id"], result["comm_id"] = before, before["id"], before["comm_id"]
+        return result
+    planned = {"name": name, "members": [{"node": n, "vpid": v} for n, v in members],
+               "root": {"node": root[0], "vpid": root[1]}, "size": len(members), "job": params.get("job"),
+               "owner": params.get("owner"), "id": None, "comm_id": None}
+    result["changed"] = True
+    if check_mode:
+        left = dict(limits["left"], communicators=limits["left"]["communicators"] - (0 if before else 1))
+        result.update(communicator=planned, limits_left=left)
+    else:
+        if before is not None:
+            gce.release(before["id"])
+        answer = gce.create([{"node": n, "vpid": v} for n, v in members], {"node": root[0], "vpid": root[1]},
+                            name, params.get("job"), params.get("owner"))
+        if answer.get("fallback"):   # another job took the last Comm ID in between
+            result.update(changed=before is not None, fallback="software", fallback_reason=answer["reason"],
+                          fallback_limit=answer.get("limit"), limits_left=gce.limits()["left"])
+            result["diff"] = {"before": _comm_summary(before), "after": {}}
+            return result
+        result.update(communicator=answer, id=answer["id"], comm_id=answer["comm_id"],
+                      limits_left=answer.get("limits_left"))
+    result["diff"] = {"before": _comm_summary(before), "after": _comm_summary(result["communicator"])}
+    return result
+
+
+def _comm_summary(comm):
+    if not comm:
+        return {}
+    return {"name": comm.get("name"), "id": comm.get("id"), "size": comm.get("size"),
+            "root": "%s:%s" % (comm["root"]["node"], comm["root"]["vpid"]),
+            "members": ["%s:%s" % (m["node"], m["vpid"]) for m in comm["members"]]}

@@ -74,8 +74,8 @@ def _error(status, body, what):
     return ManagerError("%s: HTTP %s" % (what, status), None, status)
 
 
-class NamService:
-    """NAM operations of the manager: allocations by id or name, attach and detach, job clean-up."""
+class ManagerService:
+    """Base of the NAM and GCE services: one RestClient, manager errors turned into ManagerError."""
 
     def __init__(self, client):
         self.client = client
@@ -86,12 +86,16 @@ class NamService:
             raise _error(status, payload, what or "%s %s" % (method, path))
         return status, payload
 
+
+class NamService(ManagerService):
+    """NAM operations of the manager: allocations by id or name, attach and detach, job clean-up."""
+
     def devices(self):
         return self._call("GET", "nam/devices")[1]["devices"]
 
     def find(self, name):
         """The live allocation called ``name``, or None."""
-        found = self._call("GET", "nam/allocations?name=%s" % _quote(name))[1]["allocations"]
+        found = self._call("GET", "nam/allocations?name=%s" % quote_path(name))[1]["allocations"]
         return found[0] if found else None
 
     def get(self, alloc_id):
@@ -99,7 +103,7 @@ class NamService:
         return payload if status == 200 else None
 
     def list(self, job=None, owner=None):
-        query = "&".join("%s=%s" % (k, _quote(v)) for k, v in (("job", job), ("owner", owner)) if v is not None)
+        query = "&".join("%s=%s" % (k, quote_path(v)) for k, v in (("job", job), ("owner", owner)) if v is not None)
         return self._call("GET", "nam/allocations" + ("?" + query if query else ""))[1]["allocations"]
 
     def allocate(self, size, volatile=True, job=None, owner=None, name=None, device=None, reserved=False):
@@ -121,7 +125,7 @@ class NamService:
         return self._call("POST", "nam/allocations/%s/detach" % alloc_id, {"node": node, "vpid": vpid})[1]
 
     def free_job(self, job):
-        return self._call("DELETE", "nam/jobs/%s" % _quote(job))[1]
+        return self._call("DELETE", "nam/jobs/%s" % quote_path(job))[1]
 
     def free_orphans(self, live_jobs=None, owner=None, dry_run=False):
         body = {"dry_run": bool(dry_run)}
@@ -132,33 +136,91 @@ class NamService:
         return self._call("POST", "nam/admin/orphans", body)[1]
 
 
-class GceService:
-    """GCE operations of the manager: communicators by id or name, and the limits left."""
-
-    def __init__(self, client):
-        self.client = client
-
-    _call = NamService._call
-
-    def limits(self):
-        return self._call("GET", "gce/limits")[1]
-
-    def find(self, name):
-        found = self._call("GET", "gce/communicators?name=%s" % _quote(name))[1]["communicators"]
-        return found[0] if found else None
-
-    def create(self, members, root=None, name=None, job=None, owner=None, size=None):
-        body = {"members": members, "root": root, "name": name, "job": job, "owner": owner, "size": size}
-        return self._call("POST", "gce/communicators", {k: v for k, v in body.items() if v is not None},
-                          what="create GCE communicator %s" % (name or ""))[1]
-
-    def release(self, comm_id):
-        status, _ = self._call("DELETE", "gce/communicators/%s" % comm_id, ok=(200, 404))
-        return status == 200
-
-    def free_job(self, job):
-        return self._call("DELETE", "gce/jobs/%s" % _quote(job))[1]
-
-
-def _quote(value):
+def quote_path(value):
+    """One URL path segment or query value."""
     return quote(str(value), safe="")
+
+
+def _summary(alloc):
+    if alloc is None:
+        return {}
+    keys = ("id", "name", "device", "volatile", "offset", "size", "requested", "job", "owner", "reserved")
+    out = {k: alloc.get(k) for k in keys}
+    out["attachments"] = sorted("%s:%s" % (a["node"], a["vpid"]) for a in alloc.get("attachments", []))
+    return out
+
+
+def _placement(alloc):
+    if not alloc:
+        return {"allocation": None}
+    return {"allocation": alloc, "id": alloc["id"], "size": alloc["size"], "device": alloc["device"],
+            "offset": alloc["offset"], "address": alloc["address"]}
+
+
+def ensure_segment(nam, params, check_mode=False):
+    """Bring the allocation ``params["name"]`` to ``params["state"]``; the result of the nam_segment module.
+
+    ``present`` allocates it when missing (a NAM allocation cannot be resized: a different size or kind is an
+    error), ``absent`` frees it, ``attached``/``detached`` add or remove the (node, vpid) AAT entry, creating
+    the allocation first for ``attached`` when a size is given.
+    """
+    state, name = params["state"], params["name"]
+    size = parse_size(params["size"], "size") if params.get("size") not in (None, "") else None
+    volatile = params.get("volatile", True)
+    before = nam.find(name)
+    after, attachment, changed = before, None, False
+    if state == "absent":
+        if before is not None:
+            changed = True
+            if not check_mode:
+                nam.free(before["id"])
+            after = None
+    else:
+        if before is None and state == "detached":
+            pass
+        elif before is None:
+            if size is None:
+                raise ManagerError("size is required to create NAM allocation %r (e.g. size: 2G)" % name)
+            changed = True
+            if check_mode:
+                after = {"id": None, "name": name, "size": size, "requested": size, "volatile": volatile,
+                         "device": params.get("device"), "offset": None, "address": None, "job": params.get("job"),
+                         "owner": params.get("owner"), "reserved": params.get("reserved", False), "attachments": []}
+            else:
+                after = nam.allocate(size, volatile, params.get("job"), params.get("owner"), name,
+                                     params.get("device"), params.get("reserved", False))
+        else:
+            if size is not None and size not in (before["requested"], before["size"]):
+                raise ManagerError("size %r: NAM allocation %r exists with %s (id %s); allocations cannot be resized, "
+                                   "free it first (state: absent)" % (params["size"], name,
+                                                                     format_size(before["size"]), before["id"]))
+            if bool(volatile) != bool(before["volatile"]):
+                raise ManagerError("volatile %s: NAM allocation %r exists in %s memory (id %s); free it first "
+                                   "(state: absent)" % (volatile, name, "volatile" if before["volatile"]
+                                                        else "non-volatile", before["id"]))
+        if state in ("attached", "detached") and after is not None:
+            node, vpid = str(params["node"]), int(params["vpid"])
+            entry = [a for a in after.get("attachments", []) if (str(a["node"]), a["vpid"]) == (node, vpid)]
+            if state == "attached" and not entry:
+                changed = True
+                if check_mode:
+                    attachment = {"node": node, "vpid": vpid, "aat_index": None}
+                    after = dict(after, attachments=after.get("attachments", []) + [attachment])
+                else:
+                    attachment = nam.attach(after["id"], node, vpid)
+                    after = nam.get(after["id"])
+            elif state == "attached":
+                attachment = dict(entry[0], allocation=after["id"], device=after["device"], address=after["address"],
+                                  size=after["size"])
+            elif entry:
+                changed = True
+                if not check_mode:
+                    nam.detach(after["id"], node, vpid)
+                    after = nam.get(after["id"])
+                else:
+                    after = dict(after, attachments=[a for a in after["attachments"] if a not in entry])
+    result = dict(_placement(after), changed=changed,
+                  diff={"before": _summary(before), "after": _summary(after)})
+    if attachment is not None:
+        result["attachment"] = attachment
+    return result

@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""Options every module that talks to a manager's REST API shares (endpoint, credentials, TLS, timeout)."""
+
+
+class ModuleDocFragment(object):
+    DOCUMENTATION = r"""
+options:
+  endpoint:
+    description:
+      - Base URL of the manager's REST API, for example C(http://mgmt01:8780) for the NAM/GCE manager.
+    type: str
+    required: true
+  username:
+    description:
+      - User the manager knows (for the NAM/GCE manager, a line of C(/etc/nam-manager/users.conf)).
+      - Sent with HTTP basic authentication. Required together with O(password).
+    type: str
+  password:
+    description:
+      - Password of O(username).
+    type: str
+  token:
+    description:
+      - Bearer token instead of O(username) and O(password) (for the NAM/GCE manager, from C(POST /auth/token)).
+    type: str
+  validate_certs:
+    description:
+      - Verify the manager's TLS certificate when O(endpoint) is C(https://).
+    type: bool
+    default: true
+  timeout:
+    description:
+      - Seconds to wait for one HTTP request; unreachable managers are retried three times with back-off.
+    type: int
+    default: 10
+notes:
+  - The credentials need the C(admin) role to act for another owner, to allocate from the administrator reserve
+    or to touch allocations and communicators of other users.
+"""
