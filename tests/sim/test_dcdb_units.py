@@ -9,7 +9,6 @@ import os
 import socket
 import stat
 import threading
-import time
 import urllib.error
 import urllib.request
 
@@ -187,6 +186,42 @@ def test_redfish_group_tolerates_an_absent_bmc(tmp_path):
     conf = _write(tmp_path / "redfish.conf", "group power {\n endpoint http://127.0.0.1:%d\n timeout 0.5\n}\n" % port)
     (group,) = load_plugin("redfish", conf)
     assert group.read(1) == [] and group.read(2) == []
+
+
+def test_redfish_group_reads_node_power_from_the_bmc_with_basic_auth(tmp_path):
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen = []
+
+    class Bmc(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            seen.append((self.path, self.headers.get("Authorization")))
+            body = {"/redfish/v1/Chassis": {"Members": [{"@odata.id": "/redfish/v1/Chassis/Self"}]},
+                    "/redfish/v1/Chassis/Self/Power": {"PowerControl": [{"PowerConsumedWatts": 212,
+                                                                         "PowerMetrics": {"AverageConsumedWatts": 200}}]}
+                    }.get(self.path)
+            raw = json.dumps(body).encode()
+            self.send_response(200 if body else 404)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Bmc)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        _write(tmp_path / "bmc.secret", "calvin\n")
+        conf = _write(tmp_path / "redfish.conf", "group power {\n endpoint http://127.0.0.1:%d\n username root\n"
+                      " passwordFile %s\n sensor node {\n  type power\n }\n sensor avg {\n  type average\n }\n}\n"
+                      % (server.server_address[1], tmp_path / "bmc.secret"))
+        (group,) = load_plugin("redfish", conf)
+        assert group.read(9) == [("/power/node", 9, 212), ("/power/avg", 9, 200)]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen[-1] == ("/redfish/v1/Chassis/Self/Power", "Basic " + base64.b64encode(b"root:calvin").decode())
 
 
 # ---- the bounded queue -----------------------------------------------------------------------------------------------

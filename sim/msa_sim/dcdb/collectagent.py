@@ -310,7 +310,8 @@ class CollectAgent:
 def main(argv=None):
     from .api import make_server
 
-    parser = argparse.ArgumentParser(prog="python3 -m msa_sim.dcdb.collectagent", description="DCDB Collect Agent stand-in: MQTT → store → Grafana API")
+    parser = argparse.ArgumentParser(prog="python3 -m msa_sim.dcdb.collectagent",
+                                     description="DCDB Collect Agent stand-in: MQTT → store → Grafana API")
     parser.add_argument("--config", "-c", default="/etc/dcdb/collectagent.conf")
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args(argv)

@@ -375,7 +375,8 @@ class Pusher:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python3 -m msa_sim.dcdb.pusher", description="DCDB Pusher stand-in: plugins → bounded queue → MQTT")
+    parser = argparse.ArgumentParser(prog="python3 -m msa_sim.dcdb.pusher",
+                                     description="DCDB Pusher stand-in: plugins → bounded queue → MQTT")
     parser.add_argument("--config", "-c", default="/etc/dcdb/dcdbpusher.conf")
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args(argv)
