@@ -114,9 +114,8 @@ class Redfish:
             self._use_basic()
             return
         try:
-            _, body, headers = self.rest.request("POST", sessions, body={"UserName": self.username,
-                                                                         "Password": self.password},
-                                                 expect=(200, 201, 204))
+            credentials = {"UserName": self.username, "Password": self.password}
+            dummy, body, headers = self.rest.request("POST", sessions, body=credentials, expect=(200, 201, 204))
         except RestError as exc:
             if exc.status in (404, 405, 501):
                 self.warnings.append("the BMC at %s refused to create a session (HTTP %s); used basic "
@@ -156,9 +155,9 @@ class Redfish:
             raise RedfishError("the BMC at %s manages no system" % self.endpoint)
         if system_id is None:
             if len(members) > 1:
+                ids = ", ".join(m.rstrip("/").rsplit("/", 1)[-1] for m in members)
                 raise RedfishError("system_id: the BMC at %s manages %d systems (%s); name one"
-                                   % (self.endpoint, len(members), ", ".join(m.rstrip("/").rsplit("/", 1)[-1]
-                                                                            for m in members)))
+                                   % (self.endpoint, len(members), ids))
             return self.get_system(members[0])
         for uri in members:
             if uri.rstrip("/").rsplit("/", 1)[-1] == system_id:
@@ -171,7 +170,7 @@ class Redfish:
                            % (system_id, self.endpoint, ", ".join(members)))
 
     def get_system(self, uri):
-        _, body, headers = self.rest.request("GET", uri)
+        dummy, body, headers = self.rest.request("GET", uri)
         return uri, body or {}, _header(headers, "ETag")
 
     def allowed_resets(self, system):
@@ -219,7 +218,7 @@ class Redfish:
         except RestError as exc:
             if exc.status != 412:
                 raise
-            _, _, etag = self.get_system(uri)
+            etag = self.get_system(uri)[2]
             self.rest.request("PATCH", uri, body={"Boot": patch}, headers={"If-Match": etag} if etag else None)
 
     # ------------------------------------------------------------------ inventory
@@ -347,9 +346,10 @@ def run(params, check_mode=False, sleep=time.sleep, clock=time.monotonic, rest=N
         actions.extend("ComputerSystem.Reset %s" % r for r in resets)
         if check_mode:
             power_after = target if resets else power_before
-            boot_after = dict(boot_before, **{k: v for k, v in (("enabled", patch.get("BootSourceOverrideEnabled")),
-                                                                 ("target", patch.get("BootSourceOverrideTarget")))
-                                              if v is not None})
+            boot_after = dict(boot_before)
+            for fact, prop in (("enabled", "BootSourceOverrideEnabled"), ("target", "BootSourceOverrideTarget")):
+                if prop in patch:
+                    boot_after[fact] = patch[prop]
         else:
             if patch:
                 client.patch_boot(uri, patch, etag)

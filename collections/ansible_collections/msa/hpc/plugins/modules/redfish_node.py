@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 """Ansible module: power, boot override and inventory of one node through its Redfish BMC."""
@@ -19,7 +20,7 @@ description:
   - Check mode reads the BMC and reports what would be sent, without sending it.
 version_added: "0.1.0"
 author:
-  - msa.hpc maintainers
+  - msa.hpc maintainers (@msa-hpc)
 extends_documentation_fragment:
   - msa.hpc.redfish
 options:
@@ -30,7 +31,7 @@ options:
         shuts down); V(graceful_restart) C(GracefulRestart); V(force_restart) C(ForceRestart), or C(ForceOff)
         then C(On) where the BMC lacks it; V(power_cycle) C(PowerCycle), or C(ForceOff) then C(On).
     type: str
-    choices: [on, off, graceful_shutdown, graceful_restart, force_restart, power_cycle]
+    choices: ["on", "off", graceful_shutdown, graceful_restart, force_restart, power_cycle]
   boot:
     description: Boot source override.
     type: dict
@@ -66,12 +67,15 @@ options:
     default: 120
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reads the system and reports the reset types and boot changes it would send.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the power state and boot override before and after.
   platform:
+    description: Target OS/families that can be operated against.
     platforms: posix
     support: full
 notes:
@@ -192,8 +196,10 @@ inventory:
       type: list
       elements: dict
       returned: always
-    power_consumed_watts: {description: Chassis power reading, when the BMC offers one., type: float,
-                           returned: always}
+    power_consumed_watts:
+      description: Chassis power reading in watts, or null when the BMC offers none.
+      type: float
+      returned: always
   sample: {"manufacturer": "MSA Simulated Systems", "model": "MSA-Node", "serial": "SIM-CM01",
            "power_state": "On", "health": "OK", "cpus": {"count": 2, "model": "Xeon", "cores": 16, "threads": 32},
            "memory_gib": 192, "nics": [{"id": "1", "mac": "02:00:0A:63:00:0B", "speed_mbps": 1000}],
