@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Generate the collection's reference pages (one per module, plugin and role) into
+# collections/ansible_collections/msa/hpc/docs/generated/ from ansible-doc --json. Built output: not committed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+VENV=${MSA_VENV:-$PWD/.venv}
+step "msa.hpc reference pages"
+"$VENV/bin/python" collections/ansible_collections/msa/hpc/docs/generate.py --ansible-doc "$VENV/bin/ansible-doc" "$@"
