@@ -170,9 +170,9 @@ class Store:
             tail = db.execute("SELECT offset, size FROM free_segments WHERE device=? AND kind=? AND offset<=? "
                               "AND offset+size=?", (device, kind, capacity, old)).fetchone()
             if tail is None:
-                raise StoreError(500, "config", "the %s pool of NAM device %s cannot shrink from %s to %s: "
-                                 "memory above %s is allocated" % (kind, device, format_size(old), format_size(capacity),
-                                                                     format_size(capacity)))
+                size = format_size(capacity)
+                raise StoreError(500, "config", "the %s pool of NAM device %s cannot shrink from %s to %s: memory "
+                                 "above %s is allocated" % (kind, device, format_size(old), size, size))
             if tail["offset"] == capacity:
                 db.execute("DELETE FROM free_segments WHERE device=? AND kind=? AND offset=?", (device, kind, capacity))
             else:
@@ -217,7 +217,8 @@ class Store:
         kind = "volatile" if volatile else "nonvolatile"
         need = self.round_up(size)
         with self.tx() as db:
-            if device is not None and db.execute("SELECT 1 FROM nam_devices WHERE name=?", (device,)).fetchone() is None:
+            known = db.execute("SELECT 1 FROM nam_devices WHERE name=?", (device,)).fetchone()
+            if device is not None and known is None:
                 raise StoreError(400, "invalid", "device %r is not a NAM device of this manager" % (device,))
             if name is not None:
                 other = db.execute("SELECT id FROM allocations WHERE name=?", (name,)).fetchone()
@@ -353,7 +354,8 @@ class Store:
             raise StoreError(500, "corrupt", "free segment %d+%d of %s/%s overlaps the freed %d+%d"
                              % (left["offset"], left["size"], device, kind, offset, size))
         if right is not None:
-            db.execute("DELETE FROM free_segments WHERE device=? AND kind=? AND offset=?", (device, kind, right["offset"]))
+            db.execute("DELETE FROM free_segments WHERE device=? AND kind=? AND offset=?",
+                       (device, kind, right["offset"]))
             size += right["size"]
         if left is not None and left["offset"] + left["size"] == offset:
             db.execute("UPDATE free_segments SET size=? WHERE device=? AND kind=? AND offset=?",
@@ -504,8 +506,8 @@ class Store:
             for r in db.execute("SELECT device, count(*) FROM communicators GROUP BY device"):
                 load[r[0]] = r[1]
             device = min(devices, key=lambda d: (load[d], d))
-            cur = db.execute("INSERT INTO communicators (comm_id, device, name, job, owner, root_node, root_vpid, size, "
-                             "members, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            cur = db.execute("INSERT INTO communicators (comm_id, device, name, job, owner, root_node, root_vpid, "
+                             "size, members, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
                              (comm_id, device, name, job, owner, root[0], root[1], len(members),
                               json.dumps([list(m) for m in members]), time.time()))
             return self._communicator(db, cur.lastrowid), None

@@ -37,7 +37,9 @@ options:
     type: list
     elements: raw
   root:
-    description: The process that delivers the communicator to the GCE (C({node, vpid}) or C(node:vpid)); default the first member.
+    description:
+      - The process that delivers the communicator to the GCE (C({node, vpid}) or C(node:vpid)).
+      - Defaults to the first member.
     type: raw
   job:
     description: Slurm job id the communicator belongs to (the epilog releases by job).

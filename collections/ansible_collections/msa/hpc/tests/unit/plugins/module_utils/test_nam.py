@@ -64,7 +64,8 @@ def test_operations_over_8_mib_unknown_or_the_ninth_fall_back():
     assert G.check_operation("sum", "float64", 8 << 20, 7) == 1 << 20
     for args, limit in ((("sum", "float64", (8 << 20) + 8), "max_operation_size"),
                         (("sum", "float64", 8, 8), "max_operations_per_communicator"),
-                        (("scan", "float64", 8), "operation_encodings"), (("sum", "float128", 16), "datatype_encodings")):
+                        (("scan", "float64", 8), "operation_encodings"),
+                        (("sum", "float128", 16), "datatype_encodings")):
         with pytest.raises(G.Fallback) as exc:
             G.check_operation(*args)
         assert exc.value.limit == limit
