@@ -261,7 +261,8 @@ class Bmc:
                 self.store.delete_session(self.name, session["id"])
                 raise self._unauthorized("The session has expired after %d seconds without use."
                                          % self._session_timeout())
-            self.store.touch_session(self.name, session["id"], now)
+            if now - session["last_used"] >= 1.0:  # one write a second at most, not one per request
+                self.store.touch_session(self.name, session["id"], now)
             return Principal(session["username"], session["role"], session)
         auth = headers.get("authorization") or ""
         if auth[:6].lower() == "basic ":

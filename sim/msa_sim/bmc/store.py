@@ -37,6 +37,7 @@ class Store:
         self._lock = threading.RLock()
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL-safe; a crash loses at most the last commits
             self._db.executescript(SCHEMA)
             row = self._db.execute("SELECT version FROM schema_version").fetchone()
             if row is None:
@@ -52,10 +53,13 @@ class Store:
         return _Transaction(self)
 
     def system(self, bmc):
+        query = "SELECT %s FROM systems WHERE bmc = ?" % ", ".join(SYSTEM_COLUMNS)
         with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO systems(bmc) VALUES (?)", (bmc,))
-            row = self._db.execute("SELECT %s FROM systems WHERE bmc = ?" % ", ".join(SYSTEM_COLUMNS),
-                                   (bmc,)).fetchone()
+            row = self._db.execute(query, (bmc,)).fetchone()
+            if row is None:
+                with self.transaction() as db:
+                    db.execute("INSERT OR IGNORE INTO systems(bmc) VALUES (?)", (bmc,))
+                row = self._db.execute(query, (bmc,)).fetchone()
         return dict(zip(SYSTEM_COLUMNS, row))
 
     def update_system(self, bmc, **values):
