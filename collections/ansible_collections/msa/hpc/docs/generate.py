@@ -66,7 +66,7 @@ def ansible_doc(binary, *args):
     # Document this copy of the collection: its ansible_collections/ parent goes first on the collections path.
     paths = [str(ROOT.parents[2])] + [p for p in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep) if p]
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.pathsep.join(paths), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([binary, *args], capture_output=True, text=True, env=env)
+    proc = subprocess.run([binary, *args], capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         raise DocError(" ".join(proc.stderr.split()) or "%s %s exited %d" % (binary, " ".join(args), proc.returncode))
     return json.loads(proc.stdout or "{}")
@@ -106,8 +106,8 @@ def option_rows(options, prefix=""):
             choices = spec["choices"]
             shown = choices if isinstance(choices, list) else list(choices)
             description += "<br>Choices: " + ", ".join(value(c) for c in shown)
-        yield "| `%s%s` | %s | %s | %s | %s |" % (prefix, name, kind, "yes" if spec.get("required") else "",
-                                                   value(spec.get("default")), description)
+        required = "yes" if spec.get("required") else ""
+        yield "| `%s%s` | %s | %s | %s | %s |" % (prefix, name, kind, required, value(spec.get("default")), description)
         if spec.get("suboptions"):
             yield from option_rows(spec["suboptions"], prefix + name + ".")
 
@@ -125,8 +125,8 @@ def return_rows(values, prefix=""):
         sample = ""
         if "sample" in spec:
             sample = "<br>Sample: " + value(spec["sample"])
-        yield "| `%s%s` | %s | %s | %s%s |" % (prefix, name, spec.get("type", ""), cell(spec.get("returned")),
-                                              cell(spec.get("description")), sample)
+        returned, description = cell(spec.get("returned")), cell(spec.get("description"))
+        yield "| `%s%s` | %s | %s | %s%s |" % (prefix, name, spec.get("type", ""), returned, description, sample)
         if spec.get("contains"):
             yield from return_rows(spec["contains"], prefix + name + ".")
 
@@ -148,8 +148,8 @@ def plugin_page(kind, fqcn, data):
             if attribute.get("platforms"):
                 support += " (%s)" % ", ".join(attribute["platforms"] if isinstance(attribute["platforms"], list)
                                                else [attribute["platforms"]])
-            lines.append("| %s | %s | %s |" % (name, support, cell(attribute.get("details")
-                                                                    or attribute.get("description"))))
+            details = cell(attribute.get("details") or attribute.get("description"))
+            lines.append("| %s | %s | %s |" % (name, support, details))
         lines.append("")
     if doc.get("notes"):
         lines += ["## Notes", ""] + ["- " + markup(n) for n in doc["notes"]] + [""]
