@@ -219,6 +219,18 @@ def test_a_power_on_from_outside_the_bmc_also_uses_the_one_time_override(bmc):
     assert system["PowerState"] == "On" and system["Boot"]["BootSourceOverrideEnabled"] == "Disabled"
 
 
+def test_concurrent_requests_count_an_outside_power_on_as_one_boot(bmc):
+    import threading
+    call(bmc, "GET", SYS)  # the BMC has seen the node off
+    bmc.backend.power_on("n1")
+    threads = [threading.Thread(target=call, args=(bmc, "GET", SYS)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert call(bmc, "GET", SYS)[1]["Oem"]["MsaBmc"]["Boots"] == 1
+
+
 def test_bad_boot_patches_and_reset_types_get_redfish_errors(bmc):
     status, body, _ = call(bmc, "PATCH", SYS, {"Boot": {"BootSourceOverrideTarget": "Floppy"}})
     assert status == 400 and "PropertyValueNotInList" in body["error"]["code"] and "Floppy" in body["error"]["message"]

@@ -103,6 +103,7 @@ class Bmc:
         self._fault_lock = threading.Lock()
         self._power_lock = threading.Lock()
         self._state_lock = threading.Lock()
+        self._observe_lock = threading.RLock()  # power-state bookkeeping is read-modify-write
         self._transition = None
         self._cancel = False
         self._worker = None
@@ -297,19 +298,21 @@ class Bmc:
 
     def _observe(self, state):
         """Track power transitions, so a start from outside the BMC also counts as a boot."""
-        row = self.store.system(self.name)
-        if row["last_power"] == "Off" and state == "On":
-            self._booted()
-        elif row["last_power"] != state:
-            self.store.update_system(self.name, last_power=state)
+        with self._observe_lock:
+            row = self.store.system(self.name)
+            if row["last_power"] == "Off" and state == "On":
+                self._booted()
+            elif row["last_power"] != state:
+                self.store.update_system(self.name, last_power=state)
 
     def _booted(self):
-        row = self.store.system(self.name)
-        values = {"last_power": "On", "last_reset": self.clock(), "boots": row["boots"] + 1,
-                  "last_boot_target": row["boot_target"] if row["boot_enabled"] != "Disabled" else "None"}
-        if row["boot_enabled"] == "Once":
-            values["boot_enabled"] = "Disabled"
-        self.store.update_system(self.name, **values)
+        with self._observe_lock:
+            row = self.store.system(self.name)
+            values = {"last_power": "On", "last_reset": self.clock(), "boots": row["boots"] + 1,
+                      "last_boot_target": row["boot_target"] if row["boot_enabled"] != "Disabled" else "None"}
+            if row["boot_enabled"] == "Once":
+                values["boot_enabled"] = "Disabled"
+            self.store.update_system(self.name, **values)
 
     def reset(self, reset_type):
         if reset_type not in self.conf["reset_types"]:
