@@ -30,12 +30,10 @@ LIMITS = {
 # GCE offloads, in encoding order.
 OPERATIONS = ("sum", "prod", "min", "max", "land", "lor", "lxor", "band", "bor", "bxor",
               "minloc", "maxloc", "replace", "barrier", "bcast", "allgather")
-assert len(OPERATIONS) == 1 << OPERATION_BITS
 
 # Data type = 4-bit type class x 2-bit element size (1, 2, 4 or 8 bytes): 64 encodings.
 TYPE_CLASSES = ("int", "uint", "float", "bool", "char", "complex", "pair_int", "pair_float",
                 "logical", "byte", "packed", "bfloat", "fixed", "index", "user0", "user1")
-assert len(TYPE_CLASSES) == 1 << DATATYPE_BITS[0]
 ELEMENT_SIZES = (1, 2, 4, 8)
 DATATYPES = {"%s%d" % (cls, 8 * size): size for cls in TYPE_CLASSES for size in ELEMENT_SIZES}
 
@@ -90,7 +88,7 @@ def check_operation(op, datatype, size, active=0):
 def normalise_process(value, field):
     """``{"node": N, "vpid": V}`` (or ``"N:V"``) → (node, vpid) with node a name or EXTOLL node id, vpid an int."""
     if isinstance(value, str) and ":" in value:
-        node, _, vpid = value.rpartition(":")
+        node, vpid = value.rsplit(":", 1)
         value = {"node": node, "vpid": vpid}
     if not isinstance(value, dict) or "node" not in value or "vpid" not in value:
         raise ValueError("%s %r is not a process (expected {node: ..., vpid: ...} or 'node:vpid')" % (field, value))
@@ -122,7 +120,7 @@ class GceService(ManagerService):
                           what="create GCE communicator %s" % (name or ""))[1]
 
     def release(self, comm_id):
-        status, _ = self._call("DELETE", "gce/communicators/%s" % comm_id, ok=(200, 404))
+        status = self._call("DELETE", "gce/communicators/%s" % comm_id, ok=(200, 404))[0]
         return status == 200
 
     def free_job(self, job):

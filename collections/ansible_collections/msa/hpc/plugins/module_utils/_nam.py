@@ -81,7 +81,7 @@ class ManagerService:
         self.client = client
 
     def _call(self, method, path, body=None, ok=(200, 201), what=None):
-        status, payload, _ = self.client.request(method, path, body=body, expect=tuple(ok) + (400, 403, 404, 409))
+        status, payload = self.client.request(method, path, body=body, expect=tuple(ok) + (400, 403, 404, 409))[:2]
         if status not in ok:
             raise _error(status, payload, what or "%s %s" % (method, path))
         return status, payload
@@ -114,7 +114,7 @@ class NamService(ManagerService):
 
     def free(self, alloc_id):
         """Free one allocation; False when it was already gone."""
-        status, _ = self._call("DELETE", "nam/allocations/%s" % alloc_id, ok=(200, 404))
+        status = self._call("DELETE", "nam/allocations/%s" % alloc_id, ok=(200, 404))[0]
         return status == 200
 
     def attach(self, alloc_id, node, vpid):
@@ -192,12 +192,12 @@ def ensure_segment(nam, params, check_mode=False):
         else:
             if size is not None and size not in (before["requested"], before["size"]):
                 raise ManagerError("size %r: NAM allocation %r exists with %s (id %s); allocations cannot be resized, "
-                                   "free it first (state: absent)" % (params["size"], name,
-                                                                     format_size(before["size"]), before["id"]))
+                                   "free it first (state: absent)"
+                                   % (params["size"], name, format_size(before["size"]), before["id"]))
             if bool(volatile) != bool(before["volatile"]):
+                kind = "volatile" if before["volatile"] else "non-volatile"
                 raise ManagerError("volatile %s: NAM allocation %r exists in %s memory (id %s); free it first "
-                                   "(state: absent)" % (volatile, name, "volatile" if before["volatile"]
-                                                        else "non-volatile", before["id"]))
+                                   "(state: absent)" % (volatile, name, kind, before["id"]))
         if state in ("attached", "detached") and after is not None:
             node, vpid = str(params["node"]), int(params["vpid"])
             entry = [a for a in after.get("attachments", []) if (str(a["node"]), a["vpid"]) == (node, vpid)]

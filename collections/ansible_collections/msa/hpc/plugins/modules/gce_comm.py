@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 """Ansible module: create and release GCE communicators through the NAM/GCE manager."""
@@ -17,7 +18,7 @@ description:
   - Idempotent by O(name); a communicator whose members or root differ is released and created again.
 version_added: "0.1.0"
 author:
-  - msa.hpc maintainers
+  - msa.hpc maintainers (@msa-hpc)
 extends_documentation_fragment:
   - msa.hpc.manager
 options:
@@ -49,12 +50,15 @@ options:
     type: str
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Checks the limits and reports whether the communicator would be created or fall back to software.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the members and root before and after.
   platform:
+    description: Target OS/families that can be operated against.
     platforms: posix
     support: full
 seealso:

@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 """Ansible module: allocate, free, attach and detach network-attached memory through the NAM manager."""
@@ -17,7 +18,7 @@ description:
   - Part of every NAM pool may be reserved for administrators (O(reserved)).
 version_added: "0.1.0"
 author:
-  - msa.hpc maintainers
+  - msa.hpc maintainers (@msa-hpc)
 extends_documentation_fragment:
   - msa.hpc.manager
 options:
@@ -65,12 +66,15 @@ options:
     type: int
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reports the allocation, free or attachment that would happen, without asking the manager to do it.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the allocation (size, placement, attachments) before and after.
   platform:
+    description: Target OS/families that can be operated against.
     platforms: posix
     support: full
 seealso:
