@@ -115,6 +115,8 @@ bmcs:
         [("10.99.0.101", 443, "msa-cm01"), ("10.99.0.102", 443, "cm02")]
     assert conf["bmcs"][0]["cpus"]["count"] == 4 and conf["bmcs"][0]["cpus"]["cores"] == 8
     assert conf["bmcs"][0]["serial"] != conf["bmcs"][1]["serial"]
+    with pytest.raises(config.ConfigError, match=r"reset_types: True is not one of .* quote them"):
+        config.parse(text.replace("10.99.0.102}", "10.99.0.102, reset_types: [On]}"), "bmcs.yaml")
 
 
 def test_django_and_passlib_pbkdf2_hashes_verify_and_wrong_passwords_do_not():

@@ -46,8 +46,8 @@ def parse_hash(encoded):
         algorithm, rounds, salt, digest = encoded.split("$")
         return ALGORITHMS[algorithm], int(rounds), salt.encode(), base64.b64decode(digest)
     except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise HashError("not a PBKDF2 hash (expected pbkdf2_sha256$<iterations>$<salt>$<digest> "
-                        "or $pbkdf2-sha256$...): %s" % exc.__class__.__name__) from None
+        raise HashError("not a PBKDF2 hash (expected pbkdf2_sha256$<iterations>$<salt>$<base64 digest> "
+                        "or $pbkdf2-sha256$..., as `python3 -m msa_sim.bmc hash-password` prints)") from None
 
 
 def verify_password(password, encoded):

@@ -132,6 +132,9 @@ def _choices(values, allowed, where):
     if not isinstance(values, list) or not values:
         raise ConfigError("%s: %r is not a non-empty list" % (where, values))
     for value in values:
+        if isinstance(value, bool):
+            raise ConfigError("%s: %r is not one of %s (YAML reads unquoted On/Off/Yes/No as booleans: "
+                              "quote them)" % (where, value, ", ".join(allowed)))
         if value not in allowed:
             raise ConfigError("%s: %r is not one of %s" % (where, value, ", ".join(allowed)))
     return list(values)
