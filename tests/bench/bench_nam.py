@@ -1,15 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
-"""Allocate+free latency of the NAM manager's REST API with 10,000 live allocations, against an empty manager.
+"""Allocate+free latency of the NAM manager's REST API with 10,000 live allocations, against an empty manager."""
 
-    .venv/bin/python tests/bench/bench_nam.py [--pairs 1000] [--live 10000]
-
-Starts the manager (``python3 -m msa_sim.nammgr serve``) on 127.0.0.1 for each case, fills it straight
-through its store (12.5 % more allocations than kept, the surplus freed again at random so the free table
-is fragmented), then times POST /nam/allocations + DELETE /nam/allocations/<id> pairs over one keep-alive
-connection with a bearer token. Prints median and p99 per case and the ratios between cases of one run.
-"""
 
 import argparse
 import base64
@@ -30,6 +23,15 @@ sys.path[:0] = [str(ROOT / "sim"), str(ROOT / "collections")]
 
 from msa_sim.nammgr.auth import hash_password  # noqa: E402
 from msa_sim.nammgr.store import Store  # noqa: E402
+
+HELP = """
+    .venv/bin/python tests/bench/bench_nam.py [--pairs 1000] [--live 10000]
+
+Starts the manager (``python3 -m msa_sim.nammgr serve``) on 127.0.0.1 for each case, fills it straight
+through its store (12.5 % more allocations than kept, the surplus freed again at random so the free table
+is fragmented), then times POST /nam/allocations + DELETE /nam/allocations/<id> pairs over one keep-alive
+connection with a bearer token. Prints median and p99 per case and the ratios between cases of one run.
+"""
 
 CONF = """
 [manager]
@@ -122,7 +124,7 @@ def pct(values, q):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pairs", type=int, default=1000)
     ap.add_argument("--live", type=int, default=10000)
     args = ap.parse_args()

@@ -77,7 +77,7 @@ def hash_cmd(args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m msa_sim.nammgr", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python3 -m msa_sim.nammgr", description="The NAM/GCE manager (seed 004 section 2.2): serve its REST API, check its state, hash passwords.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="run the manager")
     s.add_argument("--config", default=C.DEFAULT_PATH)

@@ -1,8 +1,23 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
-"""Client CLI of the NAM/GCE manager and the Slurm PrologSlurmctld/EpilogSlurmctld helper (stdlib only).
+"""Client CLI of the NAM/GCE manager and the Slurm PrologSlurmctld/EpilogSlurmctld helper (stdlib only)."""
 
+import argparse
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, format_size, parse_size
+
+HELP = """
     python3 -m msa_sim.nammgr.client alloc --job 42 --user alice --size 1G [--name N] [--nonvolatile]
     python3 -m msa_sim.nammgr.client free ID [ID ...]
     python3 -m msa_sim.nammgr.client list [--job J] [--owner U] [--json]
@@ -22,20 +37,6 @@ Slurm does the bound check) or from its comment (``--comment=nam=100G[,nam_nonvo
 allocates it for the job's user as allocation ``slurm-<job>`` and exits 1 on failure (slurmctld then
 requeues a batch job). The epilog frees everything the job holds and always exits 0.
 """
-
-import argparse
-import base64
-import json
-import os
-import re
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
-
-from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, format_size, parse_size
 
 DEFAULT_CONF = "/etc/nam-manager/client.conf"
 REQUEUE = 1
@@ -310,7 +311,7 @@ def run(args, client, env, out, err):
 
 
 def parser():
-    ap = argparse.ArgumentParser(prog="python3 -m msa_sim.nammgr.client", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python3 -m msa_sim.nammgr.client", description=HELP,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", help="manager URL (env NAM_MANAGER_URL)")
     ap.add_argument("--auth-user", help="user of users.conf (env NAM_MANAGER_USER)")
@@ -337,7 +338,7 @@ def parser():
     ls.add_argument("--owner")
     ls.add_argument("--json", action="store_true")
     for name in ("attach", "detach"):
-        p = sub.add_parser(name, help="%s a process to/from an allocation" % name)
+        p = sub.add_parser(name, help="%s a process (node, vpid) %s an allocation" % (name, "to" if name == "attach" else "from"))
         p.add_argument("id")
         p.add_argument("--node", required=True)
         p.add_argument("--vpid", required=True, type=int)
@@ -350,7 +351,7 @@ def parser():
     sub.add_parser("devices", help="NAM boards, pools and AAT use")
     sub.add_parser("limits", help="GCE limits and what is left")
     for name in ("prolog", "epilog"):
-        p = sub.add_parser(name, help="run as Slurm%sSlurmctld" % name.capitalize())
+        p = sub.add_parser(name, help="run as %sSlurmctld" % name.capitalize())
         p.add_argument("--license", default="nam", help="license whose count is the job's NAM request in MiB")
         p.add_argument("--scontrol", default="scontrol")
     return ap
