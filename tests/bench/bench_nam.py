@@ -3,7 +3,6 @@ from __future__ import annotations
 
 """Allocate+free latency of the NAM manager's REST API with 10,000 live allocations, against an empty manager."""
 
-
 import argparse
 import base64
 import http.client

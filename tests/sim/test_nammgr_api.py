@@ -214,3 +214,25 @@ def test_parse_comment_ignores_other_words():
     assert C.parse_comment("gw_num=2,nam=1G,nam_name=x nam_nonvolatile;gname=3") == {
         "size": "1G", "name": "x", "nonvolatile": True}
     assert C.parse_comment("gw_nam=5,mynam=3") == {}
+
+
+def test_concurrent_clients_never_get_overlapping_segments(manager):
+    answers, errors = [], []
+
+    def worker(n):
+        for i in range(15):
+            status, body = call(manager, "POST", "/nam/allocations", {"size": (n + i % 3 + 1) << 20, "job": str(n)})
+            (answers if status == 201 else errors).append(body)
+            if status == 201 and i % 4 == 0:
+                call(manager, "DELETE", "/nam/allocations/%d" % body["id"])
+                answers.remove(body)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(answers) == 6 * 11
+    spans = sorted((a["offset"], a["offset"] + a["size"]) for a in answers)
+    assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:]))
+    assert call(manager, "GET", "/nam/admin/check", user="slurm")[1] == {"ok": True, "problems": []}
