@@ -497,7 +497,8 @@ def _delayed_script(spec, comp):
     lines += [
         "export MSA_PACK_LEADER=%s" % LEADER_PLACEHOLDER,
         "# after:<job>+<minutes> is also satisfied when the first job is cancelled: run only beside it.",
-        "msa_leader_state=$(squeue --noheader --jobs=%s --format=%%T 2>/dev/null)" % LEADER_PLACEHOLDER,
+        # A heterogeneous leader lists one line per component: its first component's state decides.
+        "msa_leader_state=$(squeue --noheader --jobs=%s --format=%%T 2>/dev/null | head -n 1)" % LEADER_PLACEHOLDER,
         'case "$msa_leader_state" in',
         "  RUNNING|COMPLETING|SUSPENDED) ;;",
         '  *) echo "msa: job %s is ${msa_leader_state:-gone}, not running: component %d not started" >&2; exit 3 ;;'
