@@ -56,11 +56,6 @@ def module_docs():
 KNOWN_PROBLEMS = {
     # argument_specs.yml: an unquoted comma inside a flow mapping {description: ... (a, b)} splits the
     # description into extra keys.
-    "roles/slurm_common": [
-        "option slurm_description has an unknown key 'licenses'",
-        "option slurm_description has an unknown key 'overrides).'",
-        "option slurm_description has an unknown key 'partitions'",
-    ],
     "roles/extoll_node": ["option extoll_node_master_url has an unknown key 'port 9000).'"],
     # plugins/filter/extoll_route.yml line 16: `description: Routing tables, C({"<node>": ...})` is not valid
     # YAML (a colon inside a plain scalar), so ansible-doc cannot render the filter.
