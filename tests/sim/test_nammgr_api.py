@@ -179,9 +179,10 @@ def test_client_allocates_for_a_job_and_frees_it_idempotently(manager):
     assert rc == 1 and "--size '1.3'" in err
 
 
-def test_prolog_allocates_the_jobs_license_request_and_epilog_frees_it(manager):
-    env = {"SLURM_JOB_ID": "77", "SLURM_JOB_USER": "bob", "SLURM_JOB_LICENSES": "gateway:1,nam:100",
-           "SLURM_JOB_COMMENT": ""}
+def test_prolog_allocates_the_exact_size_of_a_packjob_comment_and_epilog_frees_it(manager):
+    # msa.hpc.slurm_packjob asks Slurm for whole GiB licences and puts the exact size in the comment
+    env = {"SLURM_JOB_ID": "77", "SLURM_JOB_USER": "bob", "SLURM_JOB_LICENSES": "gateway:1,nam:1,gce:1",
+           "SLURM_JOB_COMMENT": "msa:gw_num=1;nam_bytes=%d;gce=1" % (100 << 20)}
     rc, out, _ = cli(manager, "prolog", env=env)
     assert rc == 0 and "100MiB" in out
     allocs = call(manager, "GET", "/nam/jobs/77", user="bob")[1]["allocations"]
@@ -201,6 +202,16 @@ def test_prolog_reads_a_comment_request_and_fails_the_job_when_the_nam_is_full(m
     rc, _, err = cli(manager, "prolog", env=env)
     assert rc == C.REQUEUE and "no contiguous free segment" in err
     assert cli(manager, "prolog", env={"SLURM_JOB_ID": "80", "SLURM_JOB_COMMENT": "none"})[0] == 0
+
+
+def test_a_nam_license_counts_one_gib_when_the_comment_has_no_size():
+    env = {"SLURM_JOB_ID": "81", "SLURM_JOB_USER": "bob", "SLURM_JOB_LICENSES": "nam:3,gce:1",
+           "SLURM_JOB_COMMENT": "msa:gw_num=2"}
+    assert C.nam_request(env) == ("81", "bob", 3 << 30, {})
+    env["SLURM_JOB_COMMENT"] = "msa:gce=1;nam_bytes=1536"
+    assert C.nam_request(env)[2] == 1536
+    env.update(SLURM_JOB_LICENSES="gce:1", SLURM_JOB_COMMENT="msa:gce=1")
+    assert C.nam_request(env)[2] == 0
 
 
 def test_epilog_never_fails_even_when_the_manager_is_away():

@@ -16,6 +16,7 @@ import urllib.parse
 import urllib.request
 
 from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, format_size, parse_size
+from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import NAM_LICENSE_UNIT
 
 HELP = """
     python3 -m msa_sim.nammgr.client alloc --job 42 --user alice --size 1G [--name N] [--nonvolatile]
@@ -31,16 +32,19 @@ The manager's URL and credentials come from the options, else NAM_MANAGER_URL / 
 NAM_MANAGER_PASSWORD / NAM_MANAGER_TOKEN, else the key=value file NAM_MANAGER_CLIENT_CONF
 (default /etc/nam-manager/client.conf: ``url=``, ``user=``, ``password=`` or ``token=``).
 
-The prolog reads the job's NAM request from its licenses (``-L nam:<MiB>``: the seed's
-``--network-attached-memory=<megabytes>``, with the cluster license count set to the NAM capacity so that
-Slurm does the bound check) or from its comment (``--comment=nam=100G[,nam_nonvolatile][,nam_name=N]``),
+The prolog reads the job's NAM request, first match wins, from the exact size msa.hpc.slurm_packjob puts
+in the job comment (``--comment=msa:...;nam_bytes=<bytes>;...``), from a hand-written comment
+(``--comment=nam=100G[,nam_nonvolatile][,nam_name=N]``) or from its licenses (``-L nam:<GiB>``: one cluster
+license per GiB, the license count of slurm.conf being the NAM capacity so that Slurm does the bound check),
 allocates it for the job's user as allocation ``slurm-<job>`` and exits 1 on failure (slurmctld then
 requeues a batch job). The epilog frees everything the job holds and always exits 0.
 """
 
 DEFAULT_CONF = "/etc/nam-manager/client.conf"
 REQUEUE = 1
-MIB = 1 << 20
+# msa.hpc.slurm_packjob's comment: msa:key=value;... with the exact NAM size in bytes (module_utils/_packjob.py)
+MSA_COMMENT_PREFIX = "msa:"
+MSA_NAM_KEY = "nam_bytes"
 
 
 class ClientError(Exception):
@@ -169,7 +173,15 @@ def parse_licenses(text, name):
 
 
 def parse_comment(text):
-    """``nam=100G,nam_nonvolatile,nam_name=N`` inside a job comment → dict (other words are ignored)."""
+    """``nam=100G,nam_nonvolatile,nam_name=N`` inside a job comment → dict (other words are ignored).
+
+    A comment of msa.hpc.slurm_packjob (``msa:gw_num=2;nam_bytes=1073741824;gce=1``) gives the exact size in bytes
+    as ``size``."""
+    text = str(text or "")
+    if text.startswith(MSA_COMMENT_PREFIX):
+        fields = dict(item.split("=", 1) for item in text[len(MSA_COMMENT_PREFIX):].split(";") if "=" in item)
+        value = fields.get(MSA_NAM_KEY, "").strip()
+        return {"size": value} if value else {}
     out = {}
     for m in re.finditer(r"(?<![\w-])nam(?:_(nonvolatile|name|device))?(?:=([^,;\s]*))?", str(text or "")):
         key, value = m.group(1) or "size", m.group(2)
@@ -204,12 +216,13 @@ def nam_request(env, license_name="nam", scontrol="scontrol"):
         licenses, comment = rec.get("Licenses"), rec.get("Comment")
         user = user or (rec.get("UserId") or "").split("(")[0] or None
     opts = parse_comment(comment)
-    size = parse_licenses(licenses, license_name) * MIB
-    if not size and "size" in opts:
+    if "size" in opts:
         try:
             size = parse_size(opts["size"], "nam")
         except SizeError as exc:
             raise ClientError("job %s: %s in the job comment" % (job, exc)) from None
+    else:
+        size = parse_licenses(licenses, license_name) * NAM_LICENSE_UNIT
     if size and not user:
         raise ClientError("job %s: SLURM_JOB_USER is not set" % job)
     return str(job), user, size, opts
@@ -352,7 +365,8 @@ def parser():
     sub.add_parser("limits", help="GCE limits and what is left")
     for name in ("prolog", "epilog"):
         p = sub.add_parser(name, help="run as %sSlurmctld" % name.capitalize())
-        p.add_argument("--license", default="nam", help="license whose count is the job's NAM request in MiB")
+        p.add_argument("--license", default="nam",
+                       help="license whose count is the job's NAM request in GiB (when the comment has no size)")
         p.add_argument("--scontrol", default="scontrol")
     return ap
 
