@@ -21,11 +21,15 @@ class PodmanBackend:
     containers, which makes systemd shut down cleanly) and kills after N seconds.
     """
 
-    def __init__(self, podman="podman", graceful_timeout=30, command_timeout=90, run=subprocess.run):
+    def __init__(self, podman="podman", graceful_timeout=30, command_timeout=90, run=subprocess.run,
+                 post_power_on=()):
         self.podman = podman
         self.graceful_timeout = graceful_timeout
         self.command_timeout = command_timeout
         self._run = run
+        # the harness re-applies what a new container lacks (EXTOLL veth links) after every start; one at a time
+        self.post_power_on = list(post_power_on)
+        self._hook_lock = threading.Lock()
 
     def _podman(self, *args, timeout=None):
         cmd = [self.podman] + [str(a) for a in args]
@@ -45,6 +49,20 @@ class PodmanBackend:
 
     def power_on(self, container):
         self._podman("start", container)
+        if self.post_power_on:
+            self._post_power_on(container)
+
+    def _post_power_on(self, container):
+        cmd = [arg.replace("{container}", container) for arg in self.post_power_on]
+        with self._hook_lock:
+            try:
+                proc = self._run(cmd, capture_output=True, text=True, timeout=self.command_timeout)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise BackendError("%s is on, but its post-power-on hook '%s' failed: %s"
+                                   % (container, " ".join(cmd), exc)) from None
+        if proc.returncode != 0:
+            raise BackendError("%s is on, but its post-power-on hook '%s' failed (%d): %s" % (
+                container, " ".join(cmd), proc.returncode, (proc.stderr or proc.stdout).strip()[:300]))
 
     def force_off(self, container):
         self._podman("stop", "-t", "0", container)
@@ -107,4 +125,4 @@ def make_backend(conf):
     if conf["type"] == "file":
         return FileBackend(conf["state_file"], graceful_delay=conf["graceful_delay"])
     return PodmanBackend(conf["podman"], graceful_timeout=conf["graceful_timeout"],
-                         command_timeout=conf["command_timeout"])
+                         command_timeout=conf["command_timeout"], post_power_on=conf.get("post_power_on") or ())

@@ -26,7 +26,7 @@ BACKENDS = ("podman", "file")
 SERVICE_DEFAULTS = {
     "database": "/var/lib/msa-bmc/bmc.sqlite",
     "backend": {"type": "podman", "podman": "podman", "state_file": "/var/lib/msa-bmc/power.json",
-                "graceful_timeout": 30, "graceful_delay": 0.0, "command_timeout": 90},
+                "graceful_timeout": 30, "graceful_delay": 0.0, "command_timeout": 90, "post_power_on": []},
     "defaults": {},
     "bmcs": [],
 }
@@ -151,6 +151,9 @@ def validate(data, source="bmcs.yaml"):
         raise ConfigError("%s: backend.type: %r is not one of %s" % (source, backend["type"], ", ".join(BACKENDS)))
     for key in ("graceful_timeout", "graceful_delay", "command_timeout"):
         backend[key] = _number(backend[key], "%s: backend.%s" % (source, key))
+    hook = backend["post_power_on"]
+    if not isinstance(hook, list) or not all(isinstance(arg, str) and arg for arg in hook):
+        raise ConfigError("%s: backend.post_power_on: %r is not a list of command-line words" % (source, hook))
     if not isinstance(conf["defaults"], dict):
         raise ConfigError("%s: defaults: %r is not a mapping" % (source, conf["defaults"]))
     _unknown(conf["defaults"], BMC_DEFAULTS, "%s: defaults" % source)
