@@ -194,7 +194,7 @@ def test_example_check_reports_undocumented_options_and_suboptions():
 # 3. Roles: meta/argument_specs.yml and defaults/main.yml agree -------------------------------------------------
 
 def allowed_prefixes(role):
-    """A role's variables start with its name; a role named <family>_<part> may also use <family>_ (slurm_common → slurm_)."""
+    """A role's variables start with its name; a role named <family>_<part> may also use <family>_ (slurm_common → slurm_; slurmctld uses slurmctld_)."""
     prefixes = {role + "_"}
     if "_" in role:
         prefixes.add(role.split("_", 1)[0] + "_")
@@ -426,7 +426,7 @@ def test_wrong_role_variable_type_stops_the_play_before_any_task_naming_the_vari
     (play_dir / "pkgtest.msa.yml").write_text(SYSTEM)
     (play_dir / "slurm.yml").write_text(
         "- name: Slurm configuration with a wrong licence table\n"
-        "  hosts: cm01\n  gather_facts: false\n  roles:\n    - msa.hpc.slurm_common\n")
+        "  hosts: cm01\n  gather_facts: false\n  roles:\n    - msa.hpc.slurm\n")
     proc = run([BIN / "ansible-playbook", "-i", "common.yml", "-i", "pkgtest.msa.yml", "--check",
                 "-e", '{"slurm_licenses": "notadict"}', "slurm.yml"], env=env, cwd=play_dir, check=False)
     assert proc.returncode != 0, proc.stdout
