@@ -7,6 +7,7 @@ import json
 import socket
 import time
 import urllib.error
+import urllib.request
 
 from ansible.module_utils.urls import open_url
 
@@ -44,6 +45,15 @@ class RestClient:
         self.retries = max(0, int(retries))
         self.backoff = backoff
         self._sleep = sleep
+        # Plain HTTP needs none of open_url's TLS set-up, which costs ~80 ms a call; no proxies either way.
+        self._plain = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def _open(self, url, method, data, headers):
+        if url.startswith("http://"):
+            req = urllib.request.Request(url, data=data, headers=headers, method=method)
+            return self._plain.open(req, timeout=self.timeout)
+        return open_url(url, method=method, data=data, headers=headers, validate_certs=self.validate_certs,
+                        ca_path=self.ca_path, timeout=self.timeout, follow_redirects="all", use_proxy=False)
 
     def _headers(self, extra=None):
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
@@ -66,9 +76,7 @@ class RestClient:
         while True:
             attempt += 1
             try:
-                resp = open_url(url, method=method, data=data, headers=self._headers(headers),
-                                validate_certs=self.validate_certs, ca_path=self.ca_path,
-                                timeout=self.timeout, follow_redirects="all", use_proxy=False)
+                resp = self._open(url, method, data, self._headers(headers))
                 status, raw, rheaders = resp.getcode(), resp.read(), dict(resp.headers)
             except urllib.error.HTTPError as exc:
                 status, raw, rheaders = exc.code, exc.read() if exc.fp else b"", dict(exc.headers or {})
