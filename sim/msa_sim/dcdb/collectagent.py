@@ -14,13 +14,14 @@ import collections
 import json
 import logging
 import queue
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+
+from ansible_collections.msa.hpc.plugins.module_utils._hostlist import expand as expand_hosts
 
 from . import payload as wire
 from .analytics import load_operators, run_operators
@@ -81,22 +82,8 @@ class AgentConfig:
 
 def expand_hostlist(text):
     """Slurm hostlist → names: ``cm[01-03,7],esb1`` → cm01 cm02 cm03 cm7 esb1."""
-    names = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", text or ""):
-        m = re.match(r"([^\[]*)\[([^\]]*)\](.*)", part)
-        if not m:
-            names.append(part)
-            continue
-        head, ranges, tail = m.groups()
-        for item in ranges.split(","):
-            lo, _, hi = item.partition("-")
-            if hi:
-                width = len(lo)
-                for i in range(int(lo), int(hi) + 1):
-                    names.extend(head + str(i).zfill(width) + t for t in expand_hostlist(tail) or [""])
-            else:
-                names.extend(head + lo + t for t in expand_hostlist(tail) or [""])
-    return names
+    text = str(text or "").strip()
+    return [] if text in ("", "(null)") else expand_hosts(text)
 
 
 class JobTracker:

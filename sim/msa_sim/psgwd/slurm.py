@@ -15,7 +15,6 @@ job's exit status; it always exits 0 (a gateway whose daemon cannot be stopped i
 """
 
 import argparse
-import itertools
 import json
 import os
 import re
@@ -26,6 +25,7 @@ import urllib.error
 import urllib.request
 
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
+from ansible_collections.msa.hpc.plugins.module_utils import _hostlist as H
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
 
 REQUEUE = 1  # exit status that makes slurmctld requeue (batch) or cancel (interactive) the job
@@ -53,36 +53,8 @@ def parse_scontrol(text):
 
 def expand_hostlist(text):
     """Slurm host list (``cl[01-03,07],bo5``) → names, as ``scontrol show hostnames`` would print them."""
-    names, depth, cur = [], 0, ""
-    for ch in str(text or "") + ",":
-        if ch == "," and depth == 0:
-            if cur and cur != "(null)":
-                names.extend(_expand_one(cur))
-            cur = ""
-            continue
-        depth += ch == "["
-        depth -= ch == "]"
-        cur += ch
-    return names
-
-
-def _expand_one(pattern):
-    parts = re.split(r"(\[[^\]]*\])", pattern)
-    choices = []
-    for part in parts:
-        if part.startswith("["):
-            opts = []
-            for rng in part[1:-1].split(","):
-                lo, sep, hi = rng.partition("-")
-                if sep:
-                    width = len(lo)
-                    opts += ["%0*d" % (width, i) for i in range(int(lo), int(hi) + 1)]
-                else:
-                    opts.append(rng)
-            choices.append(opts)
-        elif part:
-            choices.append([part])
-    return ["".join(c) for c in itertools.product(*choices)]
+    text = str(text or "").strip()
+    return [] if text in ("", "(null)") else H.expand(text)
 
 
 def parse_licenses(text, name):
