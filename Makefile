@@ -37,6 +37,7 @@ unit: setup       ## unit and integration tests that need no simulated system
 molecule: setup   ## build the simulated system, converge, idempotence, verify, destroy
 	$(STEP) "molecule test (default scenario: $(SYSTEM))"
 	$(BIN)/molecule test -s default
+	bash scripts/check_clean.sh $(SYSTEM)
 
 test: unit molecule ## the README's second command (and what .ci/run calls)
 
