@@ -203,3 +203,18 @@ def test_a_failed_link_is_reported_and_auto_mode_reroutes_with_updown(fabric):
             assert fabric.trace(1, dst)[1] == "reached"
     finally:
         sh("ip", "-n", fabric.ns(1), "link", "set", "ext%d" % port, "up")
+
+
+def test_slaves_restore_routes_a_neighbour_restart_took_away(fabric):
+    fabric.ctrl("emp", "run", "--mode", "topology", "--wait", "--timeout", "20")
+    fabric.ctrl("network", "start")
+    fabric.wait_for(lambda: fabric.trace(1, 6)[1], lambda r: r == "reached")
+    # a neighbour's restart deletes its links, and with them every route through them; the kernel does not
+    # bring those routes back when the link returns, so the slave must (without a new routing version)
+    adj = fabric.topo.adjacency()
+    port = [p for p, (peer, _) in adj[1].items() if peer == 2][0]
+    sh("ip", "-n", fabric.ns(1), "link", "set", "ext%d" % port, "down")
+    sh("ip", "-n", fabric.ns(1), "link", "set", "ext%d" % port, "up")
+    fabric.wait_for(lambda: fabric.trace(1, 2), lambda r: r[1] == "reached")
+    tables = fabric.ctrl("emp", "routes")["tables"]
+    assert fabric.trace(1, 2)[0] == fabric.route(tables, fabric.topo, 1, 2)[1:]

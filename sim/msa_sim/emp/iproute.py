@@ -109,13 +109,14 @@ class Forwarding:
     def install(self, entries, src=None):
         """Replace the table with ``[{dst, port, via}]``; returns the number of commands run. ``src`` (this
         node's EXTOLL address) is the source of packets the node sends itself, ICMP errors included."""
+        # Links are raised by whoever cables them (the harness, an operator); a link that is down stays down
+        # and routes through it are left out until it is back (the kernel refuses a nexthop on a down link).
         names = ports(self.prefix)
-        for name in names.values():
-            ip("link", "set", name, "up", check=False)
         wanted = {}
         for entry in entries:
             dev = names.get(int(entry["port"]), "%s%d" % (self.prefix, int(entry["port"])))
-            wanted[entry["dst"]] = (dev, entry["via"])
+            if operstate(dev) in ("up", "unknown"):
+                wanted[entry["dst"]] = (dev, entry["via"])
         batch = []
         current = self.installed()
         for dst, (dev, via) in sorted(wanted.items()):
@@ -127,7 +128,7 @@ class Forwarding:
         for dst in sorted(set(current) - set(wanted)):
             batch.append("route del %s table %s" % (dst, self.table))
         if batch:
-            ip("-batch", "-", input_text="\n".join(batch) + "\n")
+            ip("-force", "-batch", "-", input_text="\n".join(batch) + "\n")
         return len(batch)
 
     def rule_present(self):

@@ -116,6 +116,7 @@ class Slave:
                                              self.prefix)
         self.token = config.read_token(conf["token_file"])
         self.version = 0
+        self.routes = None
         self.network = "down"
         self.address = None
 
@@ -139,8 +140,12 @@ class Slave:
             self.forwarding.prepare(reply["address"])
             self.address = reply["address"]
         if "routes" in reply:
-            self.forwarding.install(reply["routes"], self.address)
+            self.routes = reply["routes"]
             self.version = int(reply.get("routes_version") or 0)
+        if self.routes is not None:
+            # Every cycle, not only on a new version: a neighbour's restart deletes the routes through its links
+            # and the kernel does not bring them back when the link returns.
+            self.forwarding.install(self.routes, self.address)
         network = reply.get("network", "down")
         self.forwarding.set_network(network == "up" and self.version > 0)
         self.network = network if self.version > 0 else "down"
