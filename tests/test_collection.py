@@ -51,26 +51,6 @@ def module_docs():
     return {fqcn.split(".", 2)[2]: doc for fqcn, doc in json.loads(out).items()}
 
 
-# Problems found in files other engineers own, reported to them (see the report of this test's commit).
-# A listed problem must still occur: once fixed, delete its entry. Any problem not listed fails the test.
-KNOWN_PROBLEMS = {
-    # argument_specs.yml: an unquoted comma inside a flow mapping {description: ... (a, b)} splits the
-    # description into extra keys.
-    "roles/extoll_node": ["option extoll_node_master_url has an unknown key 'port 9000).'"],
-    # plugins/filter/extoll_route.yml line 16: `description: Routing tables, C({"<node>": ...})` is not valid
-    # YAML (a colon inside a plain scalar), so ansible-doc cannot render the filter.
-    "docs": ["msa.hpc.extoll_route (filter)"],
-}
-
-
-def known_problems_are_still_there(key, problems):
-    """Remove the known problems of ``key`` from ``problems``; fail when a known one has gone (delete it)."""
-    known = KNOWN_PROBLEMS.get(key, [])
-    fixed = [p for p in known if not any(p in found for found in problems)]
-    assert not fixed, "fixed, delete from KNOWN_PROBLEMS[%r]: %s" % (key, fixed)
-    return [p for p in problems if not any(k in p for k in known)]
-
-
 # 1. ansible-doc lists every module ------------------------------------------------------------------------------
 
 def test_ansible_doc_lists_every_module_file():
@@ -171,7 +151,6 @@ def test_module_examples_parse_and_use_only_documented_options(name, module_docs
                 continue
             for option in undocumented_keys(args, module_docs[short]["doc"].get("options"), ""):
                 problems.append("task %r: %s has no documented option %s" % (task.get("name"), key, option))
-    problems = known_problems_are_still_there("examples/" + name, problems)
     assert calls, "msa.hpc.%s: no EXAMPLES task calls an msa.hpc module" % name
     assert not problems, "msa.hpc.%s EXAMPLES:\n  " % name + "\n  ".join(problems)
 
@@ -268,7 +247,7 @@ def role_problems(role):
 
 @pytest.mark.parametrize("role", role_dirs(), ids=lambda p: "%s/%s" % (p.parent.parent.name, p.name))
 def test_role_argument_specs_and_defaults_agree(role):
-    problems = known_problems_are_still_there("roles/" + role.name, role_problems(role))
+    problems = role_problems(role)
     assert not problems, "%s:\n  " % role.relative_to(BUNDLE) + "\n  ".join(problems)
 
 
@@ -659,7 +638,7 @@ def test_docs_script_writes_a_page_per_module_plugin_and_role(tmp_path):
     proc = run([sys.executable, COLLECTION / "docs" / "generate.py", "--ansible-doc", BIN / "ansible-doc",
                 "--output", tmp_path], check=False)
     failures = re.findall(r"^could not document (\S+ \(\w+\))", proc.stderr, re.M)
-    assert not known_problems_are_still_there("docs", failures), proc.stderr
+    assert not failures, proc.stderr
     assert proc.returncode == (1 if failures else 0), proc.stderr
     pages = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.md")}
     expected = {"module/%s.md" % m for m in module_files()}
