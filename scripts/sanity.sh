@@ -28,5 +28,5 @@ subprocess.call([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "setuptoo
 PY
 fi
 cd collections/ansible_collections/msa/hpc
-step "ansible-test sanity (ansible-core $("$VENV/bin/ansible" --version | head -1 | grep -o '[0-9.]*\]' | tr -d ']'), Python $("$PY" -c 'import sys;print("%d.%d" % sys.version_info[:2])'))"
+step "ansible-test sanity (ansible-core $("$PY" -c 'from ansible.release import __version__; print(__version__)'), Python $("$PY" -c 'import sys;print("%d.%d" % sys.version_info[:2])'))"
 PATH=$VENV/bin:$PATH "$VENV/bin/ansible-test" sanity --venv --python 3.11 --color no "$@"

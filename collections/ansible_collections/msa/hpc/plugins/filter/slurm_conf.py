@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 """Filters msa.hpc.slurm_nodes_conf, slurm_conf_problems and slurm_node_records for the slurm.conf templates."""

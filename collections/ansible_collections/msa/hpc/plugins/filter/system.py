@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters over the expanded system description (validation for the validate play)."""
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ DOCUMENTATION = r"""
 name: system_problems
 short_description: List every inconsistency in the system description after all inventory layers
 version_added: 0.1.0
+author:
+  - msa.hpc maintainers (@msa-hpc)
 description:
   - Checks every host's C(msa_module), C(msa_module_role) and C(msa_addresses) against the system's fabrics
     and modules as the inventory has them after every layer (common, system, site), and returns one sentence

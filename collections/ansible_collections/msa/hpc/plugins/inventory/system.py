@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Inventory plugin: expand a compact MSA system description into hosts and module groups."""
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ DOCUMENTATION = r"""
 name: system
 short_description: Expand a compact MSA system description into hosts and groups
 version_added: 0.1.0
+author:
+  - msa.hpc maintainers (@msa-hpc)
 description:
   - Reads a YAML file whose name ends in C(.msa.yml) or C(.msa.yaml) describing one Modular Supercomputing
     Architecture system (its fabrics with address ranges, its modules with node counts, hardware and fabrics)

@@ -556,4 +556,4 @@ def plan_plugin(plugin, state, groups, plugin_global, config_dir, pusher_conf, r
         touched = set_pusher_plugin(root, plugin, plugin_conf, False)
     if touched:
         changes[pusher_conf] = (before_pusher, dump_info(root, header=MANAGED_HEADER))
-    return changes, [name for name, _ in pusher_plugins(root)]
+    return changes, [name for name, plugin_path in pusher_plugins(root)]

@@ -397,7 +397,7 @@ def resolve_strategy(spec, search_path=None):
             raise RoutingError("routing plugin file %r does not exist" % (spec,))
         return _from_module(_load_file(spec), repr(spec))
     if ":" in spec:
-        mod_name, _, func_name = spec.partition(":")
+        mod_name, separator, func_name = spec.partition(":")
         try:
             module = importlib.import_module(mod_name)
         except ImportError as exc:

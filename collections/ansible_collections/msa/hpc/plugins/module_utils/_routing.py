@@ -55,7 +55,7 @@ class Fabric:
         _need_numpy()
         ids = sorted(topo.nodes)
         index = {nid: i for i, nid in enumerate(ids)}
-        ports = 1 + max([max(pa, pb) for _, pa, _, pb in topo.links] or [0])
+        ports = 1 + max([max(pa, pb) for node_a, pa, node_b, pb in topo.links] or [0])
         nbr = np.full((len(ids), ports), -1, dtype=np.int32)
         nbr_port = np.full((len(ids), ports), -1, dtype=np.int16)
         for a, pa, b, pb in topo.links:
@@ -194,7 +194,7 @@ def route_updown(fab, root=None):
     """
     _need_numpy()
     n, P = fab.n, fab.P
-    up, _ = updown_orientation(fab, root)
+    up = updown_orientation(fab, root)[0]
     down = (fab.nbr >= 0) & ~up
     nbr = _padded_nbr(fab)
     # ports that are not down (resp. up) point at the zero padding row, so no masking is needed per step
@@ -288,7 +288,7 @@ def route_dimension_order(fab, chunk=512):
     if fab.coords is None:
         raise RoutingError("DimensionOrder needs a fabric that is one Mesh, Torus or Hypercube with coordinates")
     n = fab.n
-    dir_port, _, _ = _direction_ports(fab)
+    dir_port = _direction_ports(fab)[0]
     C = fab.coords.astype(np.int16)
     port = np.full((n, n), -1, dtype=np.int8)
     torus = fab.kind == "Torus"
@@ -405,7 +405,7 @@ def cdg_edges(fab, port, vcs=None):
         return n * P, edges // (n * P), edges % (n * P)
     if vcs != "dateline":
         raise RoutingError("unknown virtual-channel scheme %r" % (vcs,))
-    _, dim_of, wrap = _direction_ports(fab)
+    dim_of, wrap = _direction_ports(fab)[1:]
     chans = n * P * 2
     src, dst = np.nonzero(~np.eye(n, dtype=bool))
     cur = src.astype(np.int64)
@@ -414,7 +414,7 @@ def cdg_edges(fab, port, vcs=None):
     prev_dim = np.full_like(cur, -1)
     prev_chan = np.full_like(cur, -1)
     found = []
-    for _ in range(n):
+    for hop in range(n):
         if not cur.size:
             break
         p = port[cur, dst].astype(np.int64)
@@ -532,7 +532,7 @@ def to_dot(fab, port=None, algorithm=None, root=None, types=None):
              % (" (%s)" % algorithm if algorithm else ""), "  node [shape=box];"]
     level = None
     if algorithm and algorithm_name(algorithm) == "UpDown":
-        _, level = updown_orientation(fab, root)
+        level = updown_orientation(fab, root)[1]
     for i, nid in enumerate(fab.ids.tolist()):
         label = str(nid)
         if fab.guids is not None:

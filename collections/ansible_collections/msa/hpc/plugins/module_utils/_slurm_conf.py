@@ -393,8 +393,8 @@ def render(data):
         partition_lines.append(line)
     gres_lines = []
     gres_types = sorted({g[0] for n in nodes for g in n["gres"]})
-    per_node = [dict(n, _gres_entry=tuple((g, tuple(sorted(n["gres_files"].items())))
-                                           for g in n["gres"])) for n in nodes if n["gres"]]
+    per_node = [dict(n, _gres_entry=tuple((g, tuple(sorted(n["gres_files"].items()))) for g in n["gres"]))
+                for n in nodes if n["gres"]]
     for _entry, members in _grouped(per_node, lambda n: n["_gres_entry"]):
         names = compress([n["name"] for n in members])
         files = members[0]["gres_files"]

@@ -70,7 +70,7 @@ class Block:
             return (2,) * (self.dimension or 0)
         if not self.members:
             return ()
-        return tuple(max(c[d] for c, _ in self.members) + 1 for d in range(self.dimension))
+        return tuple(max(c[d] for c, member in self.members) + 1 for d in range(self.dimension))
 
 
 class Topology:
@@ -91,7 +91,7 @@ class Topology:
     @property
     def root(self):
         """Name of the top block: the one no other block contains (None without blocks)."""
-        referenced = {m for b in self.blocks.values() for _, m in b.members if isinstance(m, str)}
+        referenced = {m for b in self.blocks.values() for coord, m in b.members if isinstance(m, str)}
         roots = [n for n in self.block_order if n not in referenced]
         return roots[0] if roots else None
 

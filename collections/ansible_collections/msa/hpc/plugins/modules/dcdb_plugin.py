@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 """Ansible module: configure one DCDB Pusher plugin on a node (its /etc/dcdb/<plugin>.conf and the plugin list)."""
@@ -20,7 +21,7 @@ description:
   - Runs on the node itself; files are replaced atomically.
 version_added: "0.1.0"
 author:
-  - msa.hpc maintainers
+  - msa.hpc maintainers (@msa-hpc)
 options:
   plugin:
     description:
@@ -71,10 +72,13 @@ notes:
   - Secrets (BMC passwords) do not belong in plugin files; name a C(passwordFile) readable by the Pusher instead.
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
   platform:
+    description: Target OS/families that can be operated against.
     platforms: posix
     support: full
 seealso:
@@ -189,7 +193,7 @@ def apply(module, params, check_mode):
     diffs = [{"before_header": path, "after_header": path, "before": before or "", "after": after or ""}
              for path, (before, after) in changes.items()]
     if not check_mode:
-        for path, (_, after) in changes.items():
+        for path, (before, after) in changes.items():
             if after is None:
                 os.remove(path)
             else:

@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 """Ansible module: configure an EXTOLL fabric through the EMP master's REST API."""
@@ -18,7 +19,7 @@ description:
   - Check mode asks the master to compute the tables without installing them and reports what would change.
 version_added: "0.1.0"
 author:
-  - msa.hpc maintainers
+  - msa.hpc maintainers (@msa-hpc)
 options:
   endpoint:
     description: Base URL of the EMP master, for example C(http://mgmt01:9000).
@@ -72,12 +73,15 @@ options:
     default: 2.0
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Computes the routing tables on the master without installing them.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the topology definition and the routing table entries that change.
   platform:
+    description: Target OS/families that can be operated against.
     platforms: posix
     support: full
 notes:
@@ -280,8 +284,8 @@ def stopped(client, params, check_mode):
     if changed and not check_mode:
         client.post("network/stop", {})
     after = "down" if changed else before
-    return {"changed": changed, "status": after, "diff": {"before": "network %s\n" % before,
-                                                           "after": "network %s\n" % after}}
+    diff = {"before": "network %s\n" % before, "after": "network %s\n" % after}
+    return {"changed": changed, "status": after, "diff": diff}
 
 
 def discovered(client, params):
@@ -302,7 +306,7 @@ def discovered(client, params):
 
 def _link_guids(text, nodes):
     guid = {n["id"]: n["guid"] for n in nodes}
-    a, pa, _, pb, b = text.split()
+    a, pa, arrow, pb, b = text.split()
     return guid[int(a)], int(pa), guid[int(b)], int(pb)
 
 

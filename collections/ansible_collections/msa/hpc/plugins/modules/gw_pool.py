@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 """Ansible module: the gateway pool as a global resource (allocate, release, list, mark down) and routing files."""
@@ -20,7 +21,7 @@ description:
   - V(query) lists the gateways, their state and holders. V(down), V(drain) and V(up) mark O(gateways).
 version_added: "0.1.0"
 author:
-  - msa.hpc maintainers
+  - msa.hpc maintainers (@msa-hpc)
 options:
   state:
     description: What to do.
@@ -94,11 +95,14 @@ options:
     default: false
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: The diff shows the routing file (up to 64 KiB of each side) and the allocation.
   platform:
+    description: Target OS/families that can be operated against.
     platforms: posix
     support: full
 notes:

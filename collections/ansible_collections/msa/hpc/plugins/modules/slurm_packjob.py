@@ -10,7 +10,7 @@ module: slurm_packjob
 short_description: Submit, watch and cancel heterogeneous (pack) Slurm jobs across MSA modules
 version_added: 0.1.0
 author:
-  - msa.hpc maintainers
+  - msa.hpc maintainers (@msa-hpc)
 description:
   - Submits a heterogeneous job whose components run on different modules (partitions) at the same time, as
     C(sbatch) does with C(#SBATCH hetjob) separators (seed 004 §4.2), and reports the job id, state, node list and

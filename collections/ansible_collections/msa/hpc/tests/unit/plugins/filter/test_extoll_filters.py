@@ -60,7 +60,7 @@ def test_mini_torus_td_lists_every_extoll_host_by_guid_in_address_order_with_nam
 
 def test_a_topology_that_does_not_hold_the_fabric_hosts_fails_naming_the_field():
     model = expand(mini())
-    hosts, hostvars, _ = fabric_hosts(model)
+    hosts, hostvars = fabric_hosts(model)[:2]
     with pytest.raises(AnsibleFilterError, match=r"msa_fabrics.extoll.topology:dims: .*4x2 holds 8 nodes but the fabric has 10"):
         extoll_td(hosts, hostvars, {"type": "Torus", "dims": [4, 2]})
     with pytest.raises(AnsibleFilterError, match="routing 'Random' is not one of"):
@@ -95,7 +95,7 @@ def test_extoll_route_walks_the_tables_like_the_routing_engine(algorithm):
     model = expand(mini())
     td = extoll_td(*fabric_hosts(model))
     fab = R.Fabric.from_topology(T.parse_td(td))
-    port, _ = R.plan(fab, algorithm)
+    port = R.plan(fab, algorithm)[0]
     tables = {str(s): {str(d): p for d, p in row.items()} for s, row in R.tables(fab, port).items()}
     for src, dst in ((1, 3), (4, 2), (1, 9), (10, 1)):
         assert extoll_route(tables, td, src, dst) == R.route(fab, port, src, dst)

@@ -106,7 +106,7 @@ def test_rendered_plugin_file_parses_back_to_the_same_groups():
     text = D.render_plugin("procfs", groups)
     assert text.startswith("; " + D.MANAGED_HEADER)
     assert "group cpu {\n    interval 1000\n    type stat\n    path /proc/stat\n" in text
-    _, parsed = D.parse_plugin(text)
+    plugin_global, parsed = D.parse_plugin(text)
     assert parsed == [dict(g, sensors=[dict(s) for s in g["sensors"]]) for g in groups]
 
 
@@ -123,7 +123,7 @@ file meminfo {
     }
 }
 """
-    _, groups = D.parse_plugin(text)
+    plugin_global, groups = D.parse_plugin(text)
     assert groups == [{"name": "meminfo", "interval": 2000, "type": "meminfo",
                        "sensors": [{"name": "MemFree", "type": "MemFree"}]}]
 
@@ -156,7 +156,7 @@ def test_module_writes_plugin_and_list_then_reports_no_change(tmp_path, capsys):
     assert first["files_changed"] == sorted([str(tmp_path / "procfs.conf"), str(tmp_path / "dcdbpusher.conf")])
     assert first["plugins"] == ["tester", "procfs"]
     assert "+group cpu {" in "".join("\n+".join([""] + d["after"].splitlines()) for d in first["diff"])
-    _, groups = D.parse_plugin((tmp_path / "procfs.conf").read_text())
+    plugin_global, groups = D.parse_plugin((tmp_path / "procfs.conf").read_text())
     assert [g["name"] for g in groups] == ["cpu", "mem"]
     assert D.pusher_plugins(D.load_info(str(tmp_path / "dcdbpusher.conf")))[-1] == \
         ("procfs", str(tmp_path / "procfs.conf"))

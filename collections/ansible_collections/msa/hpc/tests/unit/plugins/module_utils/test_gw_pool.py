@@ -24,7 +24,7 @@ def pool_data(n=4, **extra):
 
 def make_pool(path, n=4):
     pool = P.GatewayPool(str(path))
-    gateways, _ = P.parse_pool(pool_data(n))
+    gateways, pool_settings = P.parse_pool(pool_data(n))
     pool.sync(gateways)
     return pool
 
@@ -52,7 +52,7 @@ def test_yaml_pool_file_is_read(tmp_path):
     path = tmp_path / "pool.yml"
     path.write_text("route_fabric: extoll\ngateways:\n  - name: gw1\n    addresses: {ib: 10.1.0.1, extoll: 10.2.0.1}\n"
                     "    agent: https://10.0.0.1:7433\n")
-    gateways, _ = P.load_pool_file(str(path))
+    gateways, pool_settings = P.load_pool_file(str(path))
     assert (gateways[0].route_address, gateways[0].agent) == ("10.2.0.1", "https://10.0.0.1:7433")
 
 
@@ -113,7 +113,7 @@ def test_release_is_idempotent_and_frees_the_gateways(pool):
 def test_down_and_drained_gateways_are_never_allocated(pool):
     pool.set_state(["gw01"], "down", "psgwd stop failed")
     pool.set_state(["gw03"], "drain", "maintenance")
-    alloc, _ = pool.allocate("1", 2)
+    alloc, changed = pool.allocate("1", 2)
     assert names(alloc) == ["gw02", "gw04"]
     with pytest.raises(P.GatewaysBusy):
         pool.allocate("2", 1)
@@ -130,7 +130,7 @@ def test_marking_an_unknown_gateway_is_an_error(pool):
 def test_lru_selection_picks_the_least_recently_used_gateways(pool):
     pool.allocate("1", 2)          # gw01, gw02
     pool.release("1")
-    alloc, _ = pool.allocate("2", 2)
+    alloc, changed = pool.allocate("2", 2)
     assert names(alloc) == ["gw03", "gw04"]
     pool.release("2")
     assert names(pool.allocate("3", 3)[0]) == ["gw01", "gw02", "gw03"]
@@ -153,7 +153,7 @@ def test_dry_run_reports_the_allocation_and_keeps_the_pool_unchanged(pool):
 
 def test_gateway_removed_from_the_pool_file_stays_with_its_job_until_released(pool):
     pool.allocate("1", 4)
-    gateways, _ = P.parse_pool(pool_data(3))
+    gateways, pool_settings = P.parse_pool(pool_data(3))
     assert pool.sync(gateways) == ["gw04"]
     assert [g["name"] for g in pool.gateways()] == ["gw01", "gw02", "gw03", "gw04"]
     pool.release("1")
@@ -163,7 +163,7 @@ def test_gateway_removed_from_the_pool_file_stays_with_its_job_until_released(po
 
 
 def test_ports_reported_by_agents_become_routing_endpoints(pool):
-    alloc, _ = pool.allocate("3", 2)
+    alloc, changed = pool.allocate("3", 2)
     with pytest.raises(P.PoolError, match="no psgwd port yet"):
         P.endpoints(alloc)
     pool.set_port("3", "gw01", 40158)

@@ -123,7 +123,7 @@ def test_bad_lines_are_reported_with_their_line_number(text, line, words):
 def test_every_malformed_line_is_listed_not_only_the_first():
     with pytest.raises(R.RoutingFileError) as exc:
         R.parse_routing("x\n1.2.3.4:5 a b\ny z\n")
-    assert [ln for ln, _ in exc.value.errors] == [1, 3]
+    assert [ln for ln, message in exc.value.errors] == [1, 3]
 
 
 def test_ipv6_gateway_endpoints_parse_and_format():

@@ -106,14 +106,14 @@ def test_dimension_order_is_minimal_and_vc_cdg_is_acyclic(dims, kind):
     fab = R.Fabric.from_topology(topo)
     port, summary = R.plan(fab, "DimensionOrder")
     assert summary["reachable"] and summary["deadlock_free"], summary["problems"]
-    hops, _ = R.hop_counts(fab, port)
+    hops, reached = R.hop_counts(fab, port)
     C = fab.coords
     delta = np.abs(C[:, None, :] - C[None, :, :])
     if kind == "Torus":
         delta = np.minimum(delta, np.asarray(dims) - delta)
     assert (hops == delta.sum(axis=2)).all()
     # dimension order: along every route the dimension index never decreases
-    _, dim_of, _ = R._direction_ports(fab)
+    dim_of = R._direction_ports(fab)[1]
     for s, t in itertools.islice(itertools.permutations(range(fab.n), 2), 200):
         path = [fab.node_index(i) for i in R.route(fab, port, fab.ids[s], fab.ids[t])]
         dims_used = [dim_of[a, port[a, t]] for a in path[:-1]]
@@ -132,7 +132,7 @@ def test_torus_dimension_order_needs_the_dateline_virtual_channels():
 def test_bitset_engines_are_right_beyond_one_64_bit_word():
     topo = T.generate("torus", [9, 8])
     fab = R.Fabric.from_topology(topo)
-    g = nx.Graph((a, b) for a, _, b, _ in topo.links)
+    g = nx.Graph((a, b) for a, pa, b, pb in topo.links)
     dist = dict(nx.all_pairs_shortest_path_length(g))
     expected = np.array([[dist[a][b] for b in fab.ids] for a in fab.ids])
     for algorithm in ("ShortestPath", "DimensionOrder"):
@@ -172,7 +172,7 @@ def test_figure3_routes_with_updown_and_reports_shortest_path_deadlock_risk():
     assert R.route(fab, port, 1, 1) == [1]
     assert R.route(fab, port, 19, 129)[0] == 19 and R.route(fab, port, 19, 129)[-1] == 129
     assert R.next_hop(fab, port, 1, 2) == 2
-    _, sp = R.plan(fab, "ShortestPath")
+    sp = R.plan(fab, "ShortestPath")[1]
     assert sp["reachable"] and not sp["deadlock_free"]
     with pytest.raises(R.RoutingError, match="DimensionOrder needs"):
         R.plan(fab, "DimensionOrder")

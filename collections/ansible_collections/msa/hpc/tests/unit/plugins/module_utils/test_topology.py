@@ -103,7 +103,7 @@ def test_dict_form_can_ask_for_a_generated_torus():
 def test_generator_numbers_ports_2d_minus_and_2d_plus_1_plus(kind, dims, links):
     topo = T.generate(kind, dims)
     assert len(topo.links) == links
-    _, sizes, coords = topo.regular()
+    block_type, sizes, coords = topo.regular()
     for a, pa, b, pb in topo.links:
         d = pa // 2
         assert pb // 2 == d and pa % 2 == 1 and pb % 2 == 0  # a's plus port meets b's minus port

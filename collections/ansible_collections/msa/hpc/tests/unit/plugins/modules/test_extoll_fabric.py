@@ -50,7 +50,7 @@ def client(url):
 
 
 def test_started_installs_routes_starts_network_and_second_run_changes_nothing(emp):
-    url, tmp_path, _ = emp
+    url, tmp_path = emp[:2]
     first = extoll_fabric.apply(client(url), params(url, tmp_path))
     assert first["changed"] and first["status"] == "up"
     assert first["routing"]["algorithm"] == "DimensionOrder" and first["routing"]["deadlock_free"]
@@ -61,7 +61,7 @@ def test_started_installs_routes_starts_network_and_second_run_changes_nothing(e
 
 
 def test_check_mode_computes_tables_without_installing_them(emp):
-    url, tmp_path, _ = emp
+    url, tmp_path = emp[:2]
     result = extoll_fabric.apply(client(url), params(url, tmp_path, routing="UpDown"), check_mode=True)
     assert result["changed"] and result["routing"]["algorithm"] == "UpDown" and result["table_changes"] == 132
     assert client(url).get("emp/routes")["version"] == 0
@@ -70,7 +70,7 @@ def test_check_mode_computes_tables_without_installing_them(emp):
 
 
 def test_routing_override_shows_table_changes_in_the_diff(emp):
-    url, tmp_path, _ = emp
+    url, tmp_path = emp[:2]
     extoll_fabric.apply(client(url), params(url, tmp_path))
     result = extoll_fabric.apply(client(url), params(url, tmp_path, routing="UpDown"))
     assert result["changed"] and result["routing"]["algorithm"] == "UpDown"
@@ -92,7 +92,7 @@ def test_topology_mode_times_out_naming_missing_links_and_auto_mode_routes_aroun
 
 
 def test_stopped_stops_a_running_network_once(emp):
-    url, tmp_path, _ = emp
+    url, tmp_path = emp[:2]
     extoll_fabric.apply(client(url), params(url, tmp_path))
     assert extoll_fabric.apply(client(url), params(url, tmp_path, state="stopped"), check_mode=True)["changed"]
     assert client(url).get("network/status")["status"] == "up"
@@ -121,7 +121,7 @@ def run_main(args, capsys):
 
 
 def test_module_fails_with_file_line_and_reason_for_a_bad_td(emp, tmp_path, capsys):
-    url, _, _ = emp
+    url = emp[0]
     bad = tmp_path / "bad.td"
     bad.write_text("inventory\n0x100 1\n0x100 2\ninventoryend\n")
     result = run_main({"endpoint": url, "token": TOKEN, "topology_file": str(bad)}, capsys)
@@ -130,7 +130,7 @@ def test_module_fails_with_file_line_and_reason_for_a_bad_td(emp, tmp_path, caps
 
 
 def test_module_reports_a_wrong_token_without_a_traceback(emp, capsys):
-    url, tmp_path, _ = emp
+    url, tmp_path = emp[:2]
     result = run_main({"endpoint": url, "token": "nope", "state": "stopped"}, capsys)
     assert result["failed"] and "authentication failed" in result["msg"] and "Traceback" not in result["msg"]
     assert result["status"] == 401

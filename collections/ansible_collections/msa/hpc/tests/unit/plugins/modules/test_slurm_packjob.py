@@ -186,7 +186,7 @@ def test_module_list_submits_held_alternatives_then_releases_them_together():
         {"partition": "cm", "nodes": 2, "time": "7", "command": "./app"}]}
     slurm = FakeSlurm([[]])
     done = _run(args, slurm)
-    assert [argv for argv in slurm.commands("sbatch")] == [["sbatch", "--parsable", "--hold"]] * 2
+    assert list(slurm.commands("sbatch")) == [["sbatch", "--parsable", "--hold"]] * 2
     assert slurm.commands("scontrol") == [["scontrol", "release", "510,520"]]
     assert done.result["job_ids"] == [510, 520] and done.result["winner"] is None
 
