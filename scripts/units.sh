@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# ansible-test units for the collection (tests/unit) on the bundle's venv, as a collection user would run them:
+# ansible-test puts only the collection root and ansible on PYTHONPATH (tests/unit/conftest.py adds the bundle's
+# sim/ for the tests that start a stand-in service). --requirements installs ansible-test's unit-test
+# requirements (pytest-xdist, pytest-mock, mock) into the venv when they are missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+VENV=${MSA_VENV:-$PWD/.venv}
+PY=$VENV/bin/python
+cd collections/ansible_collections/msa/hpc
+step "ansible-test units (ansible-core $("$PY" -c 'from ansible.release import __version__; print(__version__)'), Python $("$PY" -c 'import sys;print("%d.%d" % sys.version_info[:2])'))"
+PATH=$VENV/bin:$PATH "$VENV/bin/ansible-test" units --local --requirements --python 3.11 --color no "$@"
