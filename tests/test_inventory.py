@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import copy
-import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from ansible_collections.msa.hpc.plugins.module_utils._system import SystemError_, expand, validate_hosts
+from tests.helpers import BIN, BUNDLE, ansible_inventory
 
-BUNDLE = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 MINI = BUNDLE / "inventories" / "systems" / "mini" / "system.msa.yml"
 ENV = dict(os.environ, ANSIBLE_CONFIG=str(BUNDLE / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
 
@@ -24,22 +20,11 @@ def mini():
     return yaml.safe_load(MINI.read_text())
 
 
-def plain(value):
-    if isinstance(value, dict):
-        if set(value) == {"__ansible_unsafe"}:
-            return value["__ansible_unsafe"]
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
-
-
 def inventory_host(host, *layers):
-    args = [str(BIN / "ansible-inventory"), "--host", host]
+    args = ["--host", host]
     for layer in layers:
-        args += ["-i", str(layer)]
-    out = subprocess.run(args, check=True, capture_output=True, text=True, env=ENV, cwd=BUNDLE).stdout
-    return plain(json.loads(out))
+        args += ["-i", layer]
+    return ansible_inventory(*args)
 
 
 def test_mini_expands_to_every_module_with_fabric_addresses():

@@ -2,33 +2,14 @@
 """testinfra fixtures: one `node` per inventory host, reached over SSH with the harness key."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-from pathlib import Path
-
 import pytest
 import testinfra
 
-BUNDLE = Path(__file__).resolve().parents[3]
-
-
-def _plain(value):
-    """ansible-inventory marks some values unsafe as {"__ansible_unsafe": v}: unwrap them."""
-    if isinstance(value, dict):
-        if set(value) == {"__ansible_unsafe"}:
-            return value["__ansible_unsafe"]
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
+from tests.helpers import BUNDLE, ansible_inventory
 
 
 def _inventory():
-    env = dict(os.environ, ANSIBLE_CONFIG=str(BUNDLE / "ansible.cfg"))
-    out = subprocess.run([str(Path(os.sys.executable).parent / "ansible-inventory"), "--list"],
-                         check=True, capture_output=True, text=True, env=env, cwd=BUNDLE).stdout
-    data = _plain(json.loads(out))
+    data = ansible_inventory("--list")
     groups = {name: body.get("hosts", []) for name, body in data.items() if name != "_meta"}
     return data["_meta"]["hostvars"], groups
 
