@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 """Filters msa.hpc.extoll_td, msa.hpc.extoll_node_ids and msa.hpc.extoll_route (EXTOLL topology of the inventory)."""
@@ -34,11 +35,11 @@ def _ordered_hosts(hosts, hostvars, fabric):
         entries.append((key, host, guid))
     entries.sort()
     seen = {}
-    for _, host, guid in entries:
+    for sort_key, host, guid in entries:
         if guid in seen:
             raise AnsibleFilterError("extoll_td: hosts %s and %s have the same msa_extoll_guid 0x%x" % (seen[guid], host, guid))
         seen[guid] = host
-    return [(host, guid) for _, host, guid in entries]
+    return [(host, guid) for sort_key, host, guid in entries]
 
 
 def build(hosts, hostvars, topology, fabric="extoll"):
@@ -95,7 +96,7 @@ def _generated(spec, ordered, where):
     except ValueError as exc:
         raise T.TopologyError(str(exc), where, "type")
     counters = {}
-    for index, (_, guid) in enumerate(ordered):
+    for index, (host, guid) in enumerate(ordered):
         node_id = index + 1
         marker = None
         kind_name = T.guid_type(guid)
