@@ -532,6 +532,9 @@ def _arbitration(name, token):
         '[ -n "$msa_ids" ] && scontrol hold "$msa_ids" >/dev/null 2>&1',
         "msa_ids=$(msa_pending)",
         '[ -n "$msa_ids" ] && scancel ${msa_ids//,/ }',
+        # A sibling the scheduler started in the same cycle may still read PENDING (and refuse the hold):
+        # give squeue time to show it before deciding who yields (the lowest started id runs).
+        'sleep "${MSA_ALT_SETTLE:-5}"',
         "msa_first=$(msa_siblings | awk -F'|' -v me=\"$SLURM_JOB_ID\" '$2 != \"PENDING\" && $3 != \"\" && $1 + 0 < me + 0"
         " {print $1}' | sort -n | head -n 1)",
         'if [ -n "$msa_first" ]; then',

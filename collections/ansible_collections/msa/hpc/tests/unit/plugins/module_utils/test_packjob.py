@@ -199,7 +199,7 @@ def test_arbitration_script_drops_pending_siblings_and_yields_to_a_lower_started
     (bin_dir / "srun").write_text("#!/bin/bash\necho \"run $*\" >> %s\n" % log)
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
-    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), SLURM_JOB_ID=me)
+    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), SLURM_JOB_ID=me, MSA_ALT_SETTLE="0")
     proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
     assert proc.returncode == 0, proc.stderr
     entries = log.read_text().splitlines() if log.exists() else []
