@@ -9,7 +9,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(BIN):$(PATH)
 STEP = @printf '[%s] == %s\n' "$$(date +%H:%M:%S)" 
 
-.PHONY: setup demo sim-up sim-down site test unit molecule bench clean
+.PHONY: setup demo sim-up sim-down site test unit lint molecule bench clean
 
 setup:            ## packages, host fixes, venv, node image (each skipped when already there)
 	bash scripts/setup.sh
@@ -34,12 +34,18 @@ unit: setup       ## unit and integration tests that need no simulated system
 	$(STEP) "pytest"
 	$(BIN)/python -m pytest -q
 
+lint: setup       ## ansible-lint (production profile), ansible-test sanity and units of the collection
+	$(STEP) "ansible-lint (production profile, .ansible-lint)"
+	$(BIN)/ansible-lint --profile production -c .ansible-lint
+	MSA_VENV=$(VENV) bash scripts/sanity.sh
+	MSA_VENV=$(VENV) bash scripts/units.sh
+
 molecule: setup   ## build the simulated system, converge, idempotence, verify, destroy
 	$(STEP) "molecule test (default scenario: $(SYSTEM))"
 	$(BIN)/molecule test -s default
 	bash scripts/check_clean.sh $(SYSTEM)
 
-test: unit molecule ## the README's second command (and what .ci/run calls)
+test: unit lint molecule ## the README's second command (and what .ci/run calls)
 
 bench: setup      ## benchmarks: print figures and ratios measured in one run
 	for b in tests/bench/bench_*.py; do $(STEP) "$$b"; $(BIN)/python $$b || exit 1; done
