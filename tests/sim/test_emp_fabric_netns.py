@@ -168,8 +168,8 @@ def test_packets_follow_the_computed_dimension_order_route_hop_by_hop(fabric):
     tables = fabric.ctrl("emp", "routes")["tables"]
     for src, dst in ((1, 6), (6, 1), (3, 4), (2, 5)):
         expected = fabric.route(tables, fabric.topo, src, dst)
-        hops, result = fabric.trace(src, dst)
-        assert result == "reached"
+        # each slave installs its table on its own report cycle: wait until this pair's path is complete
+        hops, result = fabric.wait_for(lambda: fabric.trace(src, dst), lambda r: r[1] == "reached")
         assert hops == expected[1:], "packet %d->%d went %s, routing table says %s" % (src, dst, hops, expected)
         assert len(expected) - 1 <= 2  # dimension order on a 3x2 torus is minimal
     fabric.ctrl("network", "stop")
