@@ -174,7 +174,7 @@ def test_packets_follow_the_computed_dimension_order_route_hop_by_hop(fabric):
         assert len(expected) - 1 <= 2  # dimension order on a 3x2 torus is minimal
     fabric.ctrl("network", "stop")
     assert fabric.ctrl("network", "status")["status"] == "down"
-    fabric.wait_for(lambda: fabric.trace(1, 6)[1], lambda r: r.startswith("refused"))
+    fabric.wait_for(lambda: fabric.trace(1, 6)[1], lambda r: (r or "").startswith("refused"))
     fabric.ctrl("network", "start")
 
 
