@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import subprocess
 
@@ -148,3 +149,33 @@ def test_broken_system_description_fails_the_inventory_parse(tmp_path):
                          capture_output=True, text=True, env=ENV, cwd=BUNDLE)
     assert run.returncode != 0
     assert "modules.cm.fabrics: unknown fabric 'omnipath'" in run.stderr
+
+
+def render(expression, system):
+    """Evaluate a Jinja expression on localhost with the common, `system` and example site layers."""
+    env = dict(ENV, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    run = subprocess.run([str(BIN / "ansible"), "localhost", "-m", "ansible.builtin.debug", "-a",
+                          json.dumps({"msg": "{{ %s }}" % expression}), "-i", "common.yml",
+                          "-i", "inventories/systems/" + system, "-i", "inventories/sites/example"],
+                         capture_output=True, text=True, env=env, cwd=BUNDLE, check=True)
+    report = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index("{"):])[0]   # warnings may follow it
+    return report["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+
+
+def test_deep_est_sized_system_generates_slurm_and_fabric_configuration():
+    hv = inventory_host("esb75", BUNDLE / "common.yml", BUNDLE / "inventories/systems/deep_est",
+                        BUNDLE / "inventories/sites/example")
+    assert hv["msa_module"] == "esb" and hv["msa_addresses"]["extoll"] == "10.62.1.19"
+    assert render("groups['slurm_compute'] | length", "deep_est") == 141   # 50 CM + 75 ESB + 16 DAM
+    conf = render("{'nodes': groups['slurm_compute'] | msa.hpc.slurm_node_records(hostvars, msa_modules, "
+                  "msa_management_fabric), 'partitions': {'cm': {'module': 'cm'}, 'esb': {'module': 'esb'}, "
+                  "'dam': {'module': 'dam'}}, 'licenses': {'gateway': groups['msa_mpi_gateway'] | length}}"
+                  " | msa.hpc.slurm_nodes_conf", "deep_est")
+    lines = "\n".join(conf["node_lines"] + conf["partition_lines"] + [conf["licenses_line"]])
+    for line in ("NodeName=cm[01-50]", "PartitionName=esb Nodes=esb[01-75]", "PartitionName=dam Nodes=dam[01-16]",
+                 "Gres=gpu:1", "Licenses=gateway:4"):
+        assert line in lines, line
+    td = render("groups['fabric_extoll'] | msa.hpc.extoll_td(hostvars, msa_fabrics.extoll.topology, 'extoll')",
+                "deep_est")
+    assert "type Torus" in td and "dimension 3" in td
+    assert td.count("t=NAM") == 2 and td.count("t=GCE") == 1
