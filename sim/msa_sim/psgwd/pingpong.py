@@ -13,6 +13,8 @@ import sys
 from msa_sim.psgwd import PSCOM_ROUTING_FILE_ENV, ROUTING_FILE_ENV
 from msa_sim.psgwd import protocol as proto
 
+from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
+
 
 def routing_file_path(explicit=None, env=None):
     """--routing-file, else $MSA_GW_ROUTING_FILE, else $PSP_GW_SERVER, else ./psgw-route-<job> or ~/psgw-route-<job>."""
@@ -30,16 +32,10 @@ def routing_file_path(explicit=None, env=None):
 
 def find_route(path, node, peer):
     """``(gateway endpoint, my side)`` for the pair (node, peer) from a routing file, read line by line."""
-    with open(path, "r", encoding="utf-8") as fh:
-        for ln, line in enumerate(fh, 1):
-            parts = line.split()
-            if len(parts) != 3 or parts[0].startswith("#"):
-                continue
-            if parts[1] == node and parts[2] == peer:
-                return parts[0], "cluster"
-            if parts[2] == node and parts[1] == peer:
-                return parts[0], "booster"
-    raise proto.ProtocolError("routing file %s has no line for nodes %s and %s" % (path, node, peer))
+    route = R.find_gateway(path, node, peer)
+    if route is None:
+        raise proto.ProtocolError("routing file %s has no line for nodes %s and %s" % (path, node, peer))
+    return route
 
 
 def translate(endpoint, pool_file, fabric):
