@@ -173,6 +173,18 @@ def test_slurm_group_publishes_each_running_job_at_distinct_timestamps(tmp_path)
     assert group.read(100) == [("/slurm/njobs", 100, 2), ("/slurm/jobid", 100, 77), ("/slurm/jobid", 101, 1234)]
 
 
+def test_slurm_group_publishes_a_het_component_under_its_own_and_its_leaders_id(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    squeue = _write(bin_dir / "squeue", "#!/bin/sh\n[ \"$5\" = '%A %i' ] || exit 9\necho '4712 4711+1'\necho '90 90'\n")
+    os.chmod(squeue, 0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
+    conf = _write(tmp_path / "slurm.conf", "group slurm {\n method squeue\n nodename n2\n}\n")
+    (group,) = load_plugin("slurm", conf)
+    assert group.read(5) == [("/slurm/njobs", 5, 3), ("/slurm/jobid", 5, 90), ("/slurm/jobid", 6, 4711),
+                             ("/slurm/jobid", 7, 4712)]
+
+
 def test_slurm_group_without_slurm_tools_publishes_nothing(tmp_path):
     conf = _write(tmp_path / "slurm.conf", "group slurm {\n method command\n command /nonexistent/squeue\n}\n")
     (group,) = load_plugin("slurm", conf)
@@ -461,6 +473,28 @@ def test_unknown_jobs_fall_back_to_sacct(agent, tmp_path):
     job = agent.resolve_job("55")
     assert job["source"] == "sacct" and sorted(job["nodes"]) == ["/msa/cm/n1", "/msa/cm/n2"]
     assert (job["start"], job["end"]) == (8 * S, 9 * S)
+
+
+def test_a_het_job_spans_every_component_from_the_job_table_and_sacct(agent, tmp_path):
+    _feed_job(agent)
+    sacct = tmp_path / "sacct"
+    _write(sacct, "#!/bin/sh\necho '{\"jobs\": ["
+                  "{\"job_id\": 60, \"het\": {\"job_id\": 60}, \"nodes\": \"n1\", \"time\": {\"start\": 8, \"end\": 9}},"
+                  "{\"job_id\": 61, \"het\": {\"job_id\": 60}, \"nodes\": \"n2\", \"time\": {\"start\": 8, \"end\": 12}},"
+                  "{\"job_id\": 62, \"het\": {\"job_id\": 0}, \"nodes\": \"n3\", \"time\": {\"start\": 1, \"end\": 2}}"
+                  "]}'\n")
+    sacct.chmod(sacct.stat().st_mode | stat.S_IXUSR)
+    agent.config.sacct = str(sacct)
+    job = agent.resolve_job("60")
+    assert sorted(job["nodes"]) == ["/msa/cm/n1", "/msa/cm/n2"] and (job["start"], job["end"]) == (8 * S, 12 * S)
+    assert job["source"] == "sacct"
+    # the leader's component ran on n1 and the Pushers saw it there (3..6 s): the table wins for that part
+    for t in (3, 4):
+        agent.ingest("/msa/cm/n1/slurm/jobid", wire.encode([(t * S, 60)]))
+    assert agent.wait_idle()
+    job = agent.resolve_job("60")
+    assert job["source"] == "pusher" and sorted(job["nodes"]) == ["/msa/cm/n1", "/msa/cm/n2"]
+    assert (job["start"], job["end"]) == (2 * S, 12 * S)  # 3 s less the 1 s grace; component 61's end from sacct
 
 
 def test_grafana_dashboard_variables_and_targets_resolve_through_the_api(agent):

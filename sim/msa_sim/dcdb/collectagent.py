@@ -116,6 +116,7 @@ class CollectAgent:
         self.connected = False
         self._pending = queue.Queue(maxsize=config.max_pending)
         self._client_factory = client_factory
+        self._finished_jobs = {}
         self._client = None
         self._stop = threading.Event()
         self._idle = threading.Event()
@@ -224,34 +225,60 @@ class CollectAgent:
 
     # ---- jobs ------------------------------------------------------------------------------------------------------
     def resolve_job(self, jobid):
-        """The job's nodes (prefixes) and window: from the job table, else from ``sacct -j <id> --json``."""
-        job = self.store.job(jobid)
-        if job is not None:
-            job["end"] += self.config.job_grace_ns
-            job["start"] = max(0, job["start"] - self.config.job_grace_ns)
-            return job
-        if not self.config.sacct:
+        """The job's nodes (prefixes) and window, or None if unknown.
+
+        From the job table (the Pushers' sightings, widened by jobGrace), merged over a heterogeneous job's
+        components, which run under their own ids (``sacct`` names them); a part the table never saw comes from
+        ``sacct -j <id> --json`` alone.
+        """
+        entries = self._sacct_entries(jobid)
+        ids = [str(jobid)] + sorted({str(e.get("job_id")) for e in entries} - {str(jobid)})
+        parts = []
+        for part_id in ids:
+            part = self.store.job(part_id)
+            if part is not None:
+                part["end"] += self.config.job_grace_ns
+                part["start"] = max(0, part["start"] - self.config.job_grace_ns)
+            else:
+                part = next((self._sacct_part(e) for e in entries if str(e.get("job_id")) == part_id), None)
+            if part is not None:
+                parts.append(part)
+        if not parts:
             return None
+        job = {"jobid": str(jobid), "nodes": {}, "start": min(p["start"] for p in parts),
+               "end": max(p["end"] for p in parts), "energy_j": {},
+               "source": "pusher" if any(p["source"] == "pusher" for p in parts) else "sacct"}
+        for part in parts:
+            job["nodes"].update(part["nodes"])
+            job["energy_j"].update(part["energy_j"])
+        return job
+
+    def _sacct_entries(self, jobid):
+        """sacct's records of the job and, for a heterogeneous job, of its components ([] without sacct)."""
+        if not self.config.sacct:
+            return []
+        if str(jobid) in self._finished_jobs:
+            return self._finished_jobs[str(jobid)]
         try:
             proc = subprocess.run([self.config.sacct, "-j", str(jobid), "--json"], capture_output=True, text=True,
                                   timeout=10, check=False)
             data = json.loads(proc.stdout) if proc.returncode == 0 else {}
         except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
             LOG.warning("sacct for job %s failed: %s", jobid, exc)
-            return None
-        for entry in data.get("jobs", []):
-            if str(entry.get("job_id")) != str(jobid):
-                continue
-            times = entry.get("time", {})
-            start = int(times.get("start") or 0) * 10 ** 9
-            end = int(times.get("end") or 0) * 10 ** 9 or time.time_ns()
-            nodes = {}
-            for host in expand_hostlist(entry.get("nodes", "")):
-                for prefix in self.tree.nodes_named(host):
-                    nodes[prefix] = (start, end)
-            return {"jobid": str(jobid), "nodes": nodes, "start": start, "end": end, "energy_j": {},
-                    "source": "sacct"}
-        return None
+            return []
+        entries = [e for e in data.get("jobs", [])
+                   if str(jobid) in (str(e.get("job_id")), str((e.get("het") or {}).get("job_id")))]
+        if entries and all(int((e.get("time") or {}).get("end") or 0) for e in entries):
+            self._finished_jobs[str(jobid)] = entries  # a finished job's record no longer changes
+        return entries
+
+    def _sacct_part(self, entry):
+        times = entry.get("time") or {}
+        start = int(times.get("start") or 0) * 10 ** 9
+        end = int(times.get("end") or 0) * 10 ** 9 or time.time_ns()
+        nodes = {prefix: (start, end) for host in expand_hostlist(entry.get("nodes", ""))
+                 for prefix in self.tree.nodes_named(host)}
+        return {"nodes": nodes, "start": start, "end": end, "energy_j": {}, "source": "sacct"}
 
     # ---- lifecycle -------------------------------------------------------------------------------------------------
     def status(self):

@@ -185,7 +185,9 @@ class SlurmGroup(Group):
     """Job ids running on this node, as sensors ``<group>/jobid`` (one reading per job) and ``<group>/njobs``.
 
     Several jobs at one instant get timestamps ts, ts+1, ts+2 … ns, so each one is stored. Methods:
-    ``squeue`` (``squeue -w <node> -h -o %A``: needs slurmctld reachable), ``listpids`` (``scontrol listpids``:
+    ``squeue`` (``squeue -w <node> -h -o "%A %i"``: needs slurmctld reachable; a heterogeneous job's component is
+    published under its own id and its leader's, an array task under its own and the array's, so ``job:<leader>``
+    finds every node of the whole job), ``listpids`` (``scontrol listpids``:
     asks the local slurmd, works without the controller), or ``command`` (any program printing job ids).
     """
 
@@ -198,7 +200,7 @@ class SlurmGroup(Group):
 
     def _argv(self):
         if self.method == "squeue":
-            return ["squeue", "-w", self.node, "-h", "-o", "%A", "-t", "RUNNING"]
+            return ["squeue", "-w", self.node, "-h", "-o", "%A %i", "-t", "RUNNING"]
         if self.method == "listpids":
             return ["scontrol", "listpids"]
         return self.spec["command"].split()
@@ -222,10 +224,14 @@ class SlurmGroup(Group):
             words = line.split()
             if not words:
                 continue
-            word = words[1] if self.method == "listpids" and len(words) > 1 else words[0]
-            word = word.split("_")[0].split("+")[0].split(".")[0]  # array/het/step suffixes → the job id
-            if word.isdigit():
-                ids.add(int(word))
+            if self.method == "listpids":
+                words = words[1:2]
+            elif self.method != "squeue":
+                words = words[:1]
+            for word in words:
+                word = word.split("_")[0].split("+")[0].split(".")[0]  # array/het/step suffixes → the job id
+                if word.isdigit():
+                    ids.add(int(word))
         return sorted(ids)
 
     def read(self, now_ns):
