@@ -527,13 +527,31 @@ def set_pusher_plugin(root, name, config_path, present=True, lib_path=DEFAULT_PL
     return True
 
 
+def set_pusher_global(root, settings):
+    """Make the ``global`` section of a parsed dcdbpusher.conf exactly ``settings`` (scalars, in their order),
+    first in the file; return True if it changed."""
+    wanted = InfoNode("global")
+    for key, value in settings.items():
+        _name(key, "pusher_global option name")
+        if isinstance(value, (dict, list, tuple)) or value is None:
+            raise DcdbConfigError("pusher_global.%s must be a scalar, got %r" % (key, value))
+        if key.lower() == "mqttprefix":
+            validate_topic(str(value), "pusher_global.%s" % key)
+        wanted.add(key, _scalar(value))
+    current = root.get("global")
+    if current is not None and current == wanted and root.children[0] is current:
+        return False
+    root.children = [wanted] + [c for c in root.children if c.key.lower() != "global"]
+    return True
+
+
 def unified_diff(before, after, path):
     return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
                                         "a" + path, "b" + path))
 
 
-def plan_plugin(plugin, state, groups, plugin_global, config_dir, pusher_conf, read_file):
-    """Compute the files a plugin change writes.
+def plan_plugin(plugin, state, groups, plugin_global, config_dir, pusher_conf, read_file, pusher_global=None):
+    """Compute the files a plugin change writes (and the Pusher's global section, when ``pusher_global`` is given).
 
     ``read_file(path)`` returns the current text or None. Returns ``{path: (before or None, after or None)}``
     holding only files whose content changes (after None = delete), and the plugin list afterwards.
@@ -554,6 +572,8 @@ def plan_plugin(plugin, state, groups, plugin_global, config_dir, pusher_conf, r
         if current is not None:
             changes[plugin_conf] = (current, None)
         touched = set_pusher_plugin(root, plugin, plugin_conf, False)
+    if pusher_global is not None:
+        touched = set_pusher_global(root, pusher_global) or touched
     if touched:
         changes[pusher_conf] = (before_pusher, dump_info(root, header=MANAGED_HEADER))
     return changes, [name for name, plugin_path in pusher_plugins(root)]

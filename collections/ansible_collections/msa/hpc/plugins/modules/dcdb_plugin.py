@@ -55,6 +55,13 @@ options:
       - Scalar options of the plugin file's C(global) section (for example C(mqttPrefix), which replaces the
         Pusher's prefix for this plugin).
     type: dict
+  pusher_global:
+    description:
+      - The Pusher's own C(global) section of O(pusher_config) (C(mqttBroker), C(mqttprefix), C(username),
+        C(passwordFile), C(qosLevel), C(maxQueuedReadings), …), scalars in the order given. When set, the
+        section is made exactly this, so a change of broker or queue limit reaches a configured node; when
+        omitted, the section is left as it is.
+    type: dict
   config_dir:
     description: Directory of the DCDB configuration files.
     type: path
@@ -108,6 +115,18 @@ EXAMPLES = r"""
         sensors:
           - {name: load1, type: load1}
   notify: Reload dcdbpusher
+
+- name: Own the Pusher's global section too (broker, credentials, queue bound)
+  msa.hpc.dcdb_plugin:
+    plugin: procfs
+    groups:
+      - {name: load, type: loadavg, sensors: [{name: load1, type: load1}]}
+    pusher_global:
+      mqttBroker: broker.mgmt:1883
+      mqttprefix: /deep-est/esb/esb01
+      passwordFile: /etc/dcdb/pusher.secret
+      maxQueuedReadings: 100000
+  notify: Restart dcdbpusher
 
 - name: Read thermal zones in degrees Celsius
   msa.hpc.dcdb_plugin:
@@ -189,7 +208,8 @@ def apply(module, params, check_mode):
     config_dir = params["config_dir"]
     pusher_conf = params["pusher_config"] or os.path.join(config_dir, "dcdbpusher.conf")
     changes, plugins = D.plan_plugin(params["plugin"], params["state"], params["groups"] or [],
-                                     params["global_options"], config_dir, pusher_conf, read_text)
+                                     params["global_options"], config_dir, pusher_conf, read_text,
+                                     params["pusher_global"])
     diffs = [{"before_header": path, "after_header": path, "before": before or "", "after": after or ""}
              for path, (before, after) in changes.items()]
     if not check_mode:
@@ -210,6 +230,7 @@ def main():
             state=dict(type="str", default="present", choices=["present", "absent"]),
             groups=dict(type="list", elements="dict"),
             global_options=dict(type="dict"),
+            pusher_global=dict(type="dict"),
             config_dir=dict(type="path", default=D.DEFAULT_CONFIG_DIR),
             pusher_config=dict(type="path"),
             mode=dict(type="raw", default="0644"),

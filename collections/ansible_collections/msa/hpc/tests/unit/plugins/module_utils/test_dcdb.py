@@ -176,6 +176,29 @@ def test_module_changes_only_the_plugin_file_when_a_group_changes(tmp_path, caps
     assert (tmp_path / "dcdbpusher.conf").read_text() == pusher_before
 
 
+def test_module_creates_the_pusher_file_and_keeps_its_global_section_current(tmp_path, capsys):
+    settings = {"mqttBroker": "10.0.0.1:1883", "mqttprefix": "/msa/cm/n1", "maxQueuedReadings": 1000}
+    args = dict(plugin="procfs", groups=PROCFS_GROUPS, config_dir=str(tmp_path), pusher_global=settings)
+    assert run_module(capsys, **args)["changed"]
+    root = D.load_info(str(tmp_path / "dcdbpusher.conf"))
+    assert [c.key for c in root.children] == ["global", "plugins"]
+    assert [(c.key, c.value) for c in root.get("global").children] == [
+        ("mqttBroker", "10.0.0.1:1883"), ("mqttprefix", "/msa/cm/n1"), ("maxQueuedReadings", "1000")]
+    assert not run_module(capsys, **args)["changed"]
+    # a plugin added later by another call keeps the global section; a new broker reaches the file
+    run_module(capsys, plugin="tester", groups=[{"name": "t", "numSensors": 1}], config_dir=str(tmp_path))
+    moved = run_module(capsys, **dict(args, pusher_global=dict(settings, mqttBroker="10.0.0.2:1883")))
+    assert moved["changed"] and moved["files_changed"] == [str(tmp_path / "dcdbpusher.conf")]
+    root = D.load_info(str(tmp_path / "dcdbpusher.conf"))
+    assert root.get("global").value_of("mqttBroker") == "10.0.0.2:1883"
+    assert [name for name, _ in D.pusher_plugins(root)] == ["procfs", "tester"]
+
+
+def test_pusher_global_rejects_a_nested_value_naming_it():
+    with pytest.raises(D.DcdbConfigError, match="pusher_global.mqttBroker"):
+        D.set_pusher_global(D.InfoNode(), {"mqttBroker": {"host": "x"}})
+
+
 def test_module_check_mode_reports_the_change_and_writes_nothing(tmp_path, capsys):
     (tmp_path / "dcdbpusher.conf").write_text(PUSHER_CONF)
     result = run_module(capsys, plugin="procfs", groups=PROCFS_GROUPS, config_dir=str(tmp_path),
