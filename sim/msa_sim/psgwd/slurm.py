@@ -7,11 +7,18 @@ The prolog reads the job (``scontrol show job -o``), takes the gateway count fro
 (``--licenses=gateway:N``; the license name is ``license`` in pool.yml) or, without one, from
 ``gw_num=N`` in the job's comment; the comment also carries ``gw_file=PATH``, ``gw_plugin=NAME`` and
 ``gw_cleanup`` (comma separated, e.g. ``--comment=gw_file=route.txt,gw_plugin=booster,gw_cleanup``).
-It allocates gateways from the pool, starts one psgwd per gateway through its psgw-agent, and writes
+It first probes the idle gateways' agents (``health`` below), then allocates gateways from the pool, starts one
+psgwd per gateway through its psgw-agent, and writes
 the routing file as the job's user. Any failure undoes what was done and exits 1: slurmctld then
 requeues a batch job (an interactive job is cancelled) — see ``REQUEUE`` below. The epilog stops the
 daemons, frees the gateways and removes the routing file when ``gw_cleanup`` was asked, whatever the
 job's exit status; it always exits 0 (a gateway whose daemon cannot be stopped is marked down instead).
+
+``health`` (run every few seconds by the msa-gw-health timer, and by every prolog) probes the agent of each idle
+gateway: one that does not answer is marked down (reason ``unreachable: ...``) and comes back up when it
+answers again. The licences of the gateways no job may be given (down or drained, not held by a job) are held
+in the license-only reservation ``msa_gw_down``, so Slurm never starts a job that the live gateways cannot
+serve: such a job waits for licences instead of failing its prolog.
 """
 
 import argparse
@@ -29,6 +36,8 @@ from ansible_collections.msa.hpc.plugins.module_utils import _hostlist as H
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
 
 REQUEUE = 1  # exit status that makes slurmctld requeue (batch) or cancel (interactive) the job
+RESERVATION = "msa_gw_down"  # license-only reservation holding the licences of gateways no job may be given
+HEALTH_TIMEOUT = 3.0
 TRUE = ("", "1", "yes", "true", "on")
 
 
@@ -177,6 +186,84 @@ def agent_call(base_url, method, path, token, body=None, timeout=15.0):
         raise PrologError("agent %s unreachable: %s" % (base_url, getattr(exc, "reason", exc)))
 
 
+def agent_probe(token=None, timeout=HEALTH_TIMEOUT):
+    """A probe for ``GatewayPool.refresh_health``: None when the gateway's agent answers healthy, else why not."""
+    def probe(gw):
+        try:
+            rec = agent_call(gw["agent"], "GET", "/v1/health", token, timeout=timeout)
+        except PrologError as exc:
+            return str(exc)
+        if not isinstance(rec, dict) or not rec.get("ok"):
+            return "agent %s is not healthy: %s" % (gw["agent"], json.dumps(rec, sort_keys=True)[:200])
+        return None
+    return probe
+
+
+# --------------------------------------------------------------------------- Slurm's view of the live gateways
+
+def _scontrol(scontrol, *args):
+    try:
+        proc = subprocess.run([scontrol] + list(args), capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise PrologError("%s %s failed: %s" % (scontrol, " ".join(args), exc))
+    return proc.returncode, (proc.stdout + proc.stderr).strip()
+
+
+def reserved_licenses(scontrol, name, license_name):
+    """Licences ``license_name`` held by reservation ``name``; None when there is no such reservation."""
+    code, out = _scontrol(scontrol, "-o", "show", "reservation", name)
+    if code != 0 or "ReservationName=%s " % name not in out + " ":
+        return None
+    rec = (parse_scontrol(out) or [{}])[0]
+    return parse_licenses(rec.get("Licenses"), license_name)
+
+
+def sync_reservation(scontrol, name, license_name, count):
+    """Make reservation ``name`` hold exactly ``count`` licences (none: no reservation); return whether it changed."""
+    current = reserved_licenses(scontrol, name, license_name)
+    if (current or 0) == count:
+        return False
+    lic = "licenses=%s:%d" % (license_name, count)
+    if count == 0:
+        args = ["delete", "reservation=%s" % name]
+    elif current is None:
+        args = ["create", "reservation=%s" % name, "starttime=now", "duration=infinite", "users=root",
+                "flags=any_nodes", lic]
+    else:
+        args = ["update", "reservation=%s" % name, lic]
+    code, out = _scontrol(scontrol, *args)
+    if code != 0:
+        raise PrologError("cannot hold %d %s licences in reservation %s: %s" % (count, license_name, name, out))
+    return True
+
+
+def refresh(pool, settings, opts, out, token=None):
+    """Probe the idle gateways, then hold the licences of those no job may be given; return what changed."""
+    changed = pool.refresh_health(agent_probe(token, opts.health_timeout))
+    for state in ("down", "up"):
+        for name in changed[state]:
+            gw = next(g for g in pool.gateways() if g["name"] == name)
+            out.write("psgw: gateway %s is %s%s\n" % (name, state, " (%s)" % gw["reason"] if gw["reason"] else ""))
+    unavailable = pool.unavailable()
+    if opts.reservation:
+        try:
+            if sync_reservation(opts.scontrol, opts.reservation, settings["license"], len(unavailable)):
+                out.write("psgw: reservation %s holds %d %s licences (%s)\n" % (
+                    opts.reservation, len(unavailable), settings["license"], " ".join(unavailable) or "none"))
+        except PrologError as exc:
+            out.write("psgw: %s\n" % exc)
+    return dict(changed, unavailable=unavailable)
+
+
+def health(env, opts, out=sys.stdout):
+    gateways, settings = P.load_pool_file(opts.pool_file)
+    token = read_token(opts.token_file)
+    with P.GatewayPool(opts.db) as pool:
+        pool.sync(gateways)
+        refresh(pool, settings, opts, out, token)
+    return 0
+
+
 # --------------------------------------------------------------------------- files as the job's user
 
 def as_user(uid, gid, func):
@@ -234,12 +321,18 @@ def prolog(env, opts, out=sys.stdout):
                                                  ", ".join(settings["cluster_partitions"])))
         with P.GatewayPool(opts.db) as pool:
             pool.sync(gateways)
+            health_state = refresh(pool, settings, opts, out, read_token(opts.token_file))
             info = {"routing_file": job.routing_file, "cleanup": job.cleanup, "user": job.user, "uid": job.uid,
                     "gid": job.gid, "strategy": job.strategy}
             try:
                 alloc, _ = pool.allocate(job.job_id, job.count, settings["selection"], info=info)
             except P.PoolError as exc:
-                raise PrologError("%s (%s)" % (exc, exc.code))
+                why = "%s (%s)" % (exc, exc.code)
+                if exc.code == "busy" and health_state["unavailable"]:
+                    why += "; not available: %s" % ", ".join(
+                        "%s (%s %s)" % (g["name"], g["state"], g["reason"]) for g in pool.gateways()
+                        if g["name"] in health_state["unavailable"])
+                raise PrologError(why)
             try:
                 setup(job, pool, alloc, settings, opts, out)
             except BaseException:
@@ -343,18 +436,21 @@ def main(argv=None, env=None, out=sys.stdout):
     env = os.environ if env is None else env
     ap = argparse.ArgumentParser(prog="python3 -m msa_sim.psgwd.slurm", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("action", choices=("prolog", "epilog"))
+    ap.add_argument("action", choices=("prolog", "epilog", "health"))
     ap.add_argument("--pool-file", default=env.get("MSA_GW_POOL_FILE", P.DEFAULT_POOL_FILE))
     ap.add_argument("--db", default=env.get("MSA_GW_DB", P.DEFAULT_DB))
     ap.add_argument("--token-file", default=env.get("MSA_GW_AGENT_TOKEN_FILE", "/etc/msa-gw/agent.token"))
     ap.add_argument("--scontrol", default=env.get("MSA_GW_SCONTROL", "scontrol"))
     ap.add_argument("--report-dir", default=env.get("MSA_GW_REPORT_DIR", "/var/lib/msa-gw/reports"))
+    ap.add_argument("--reservation", default=env.get("MSA_GW_RESERVATION", RESERVATION),
+                    help="license-only reservation holding the licences of unavailable gateways ('' for none)")
+    ap.add_argument("--health-timeout", type=float, default=HEALTH_TIMEOUT, help="seconds an agent has to answer")
     opts = ap.parse_args(argv)
     try:
-        return (prolog if opts.action == "prolog" else epilog)(env, opts, out)
+        return {"prolog": prolog, "epilog": epilog, "health": health}[opts.action](env, opts, out)
     except (PrologError, P.PoolError) as exc:
         sys.stderr.write("psgw %s: job %s: %s\n" % (opts.action, env.get("SLURM_JOB_ID"), exc))
-        return REQUEUE if opts.action == "prolog" else 0
+        return {"prolog": REQUEUE, "epilog": 0}.get(opts.action, 1)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ DEFAULT_AGENT_PORT = 7433
 SCHEMA_VERSION = 1
 SELECTIONS = ("lru", "round_robin")
 GATEWAY_STATES = ("up", "down", "drain")
+# reason of a gateway that refresh_health marked down; only those come back up by themselves when they answer
+UNREACHABLE_REASON = "unreachable"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -276,6 +278,41 @@ class GatewayPool:
                     db.execute("UPDATE gateways SET state=?, reason=? WHERE name=?", (state, new_reason, name))
                     changed.append(name)
         return changed
+
+    def refresh_health(self, probe, dry_run=False):
+        """Probe the idle gateways and follow what answers: ``probe(gateway_row)`` returns None when the gateway
+        is healthy, else a sentence saying why not.
+
+        A free gateway that is ``up`` and fails its probe is marked ``down`` with a reason starting
+        ``UNREACHABLE_REASON``, so no job is given it; a gateway marked down that way comes back ``up`` as soon
+        as it answers again. Gateways an operator marked down or drained (another reason) and gateways a job
+        holds are not touched. Return ``{"down": [names], "up": [names]}`` of the gateways whose state changed.
+        """
+        rows = [g for g in self.gateways() if g["present"] and g["job_id"] is None
+                and (g["state"] == "up" or (g["state"] == "down" and g["reason"].startswith(UNREACHABLE_REASON)))]
+        verdicts = {g["name"]: probe(g) for g in rows}
+        changed = {"down": [], "up": []}
+        with self._tx(dry_run) as db:
+            for g in rows:
+                problem = verdicts[g["name"]]
+                # the state may have moved while we probed (a job took it, an operator marked it): re-read it
+                row = db.execute("SELECT g.state, g.reason, a.job_id FROM gateways g LEFT JOIN allocations a "
+                                 "ON a.gateway = g.name WHERE g.name=?", (g["name"],)).fetchone()
+                if row is None or row["job_id"] is not None or (row["state"], row["reason"]) != (g["state"],
+                                                                                               g["reason"]):
+                    continue
+                if problem and g["state"] == "up":
+                    db.execute("UPDATE gateways SET state='down', reason=? WHERE name=?",
+                               ("%s: %s" % (UNREACHABLE_REASON, problem), g["name"]))
+                    changed["down"].append(g["name"])
+                elif not problem and g["state"] == "down":
+                    db.execute("UPDATE gateways SET state='up', reason='' WHERE name=?", (g["name"],))
+                    changed["up"].append(g["name"])
+        return changed
+
+    def unavailable(self):
+        """Names of the gateways of the pool that no job holds and none may be given (down or drained)."""
+        return [g["name"] for g in self.gateways() if g["present"] and g["job_id"] is None and g["state"] != "up"]
 
     # ------------------------------------------------------------------ allocations
 

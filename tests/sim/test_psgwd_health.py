@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""A gateway whose agent stops answering leaves the pool and Slurm's licences, and returns when it answers again."""
+
+import io
+import json
+import os
+import pathlib
+import sys
+import threading
+import types
+
+import pytest
+
+from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
+from msa_sim.psgwd import slurm
+from msa_sim.psgwd.agent import Agent, AgentServer
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DEAD = "http://127.0.0.1:9"  # discard port: nothing listens
+
+# scontrol stand-in: `show job` prints the recorded job, reservations live in a JSON file, every call is logged
+SCONTROL = r'''#!%(python)s
+import json, os, sys
+state, log, job = %(state)r, %(log)r, %(job)r
+args = sys.argv[1:]
+with open(log, "a") as fh:
+    fh.write(" ".join(args) + "\n")
+res = json.load(open(state)) if os.path.exists(state) else {}
+if args[:2] == ["show", "job"]:
+    sys.stdout.write(open(job).read())
+elif args[:3] == ["-o", "show", "reservation"]:
+    if args[3] not in res:
+        print("Reservation %%s not found" %% args[3])
+        sys.exit(1)
+    print("ReservationName=%%s StartTime=now EndTime=Unknown Flags=ANY_NODES Users=root Licenses=%%s State=ACTIVE"
+          %% (args[3], res[args[3]]))
+else:
+    opts = dict(a.split("=", 1) for a in args[1:])
+    name = opts["reservation"]
+    if args[0] == "delete":
+        del res[name]
+    else:
+        res[name] = opts["licenses"]
+    json.dump(res, open(state, "w"))
+'''
+
+
+def job_record(workdir, licenses):
+    user = "UserId=alice(%d) GroupId=alice(%d)" % (os.getuid(), os.getgid())
+    return ("JobId=300 HetJobId=300 HetJobOffset=0 JobName=gw %s Partition=cm JobState=CONFIGURING "
+            "NodeList=cluster01 Licenses=%s Comment=(null) WorkDir=%s\n"
+            "JobId=301 HetJobId=300 HetJobOffset=1 JobName=gw %s Partition=esb JobState=CONFIGURING "
+            "NodeList=booster01 Licenses=(null) WorkDir=%s\n" % (user, licenses, workdir, user, workdir))
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "sim"), str(ROOT / "collections")]))
+    servers, urls = [], []
+    for name in ("gw01", "gw02"):
+        agent = Agent(name, [("ib", "127.0.0.2"), ("extoll", "127.0.0.3")], str(tmp_path / name),
+                      str(tmp_path / name / "run"))
+        server = AgentServer(("127.0.0.1", 0), agent, "tok")
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+        servers.append((server, agent))
+        urls.append("http://127.0.0.1:%d" % server.server_address[1])
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (tmp_path / "token").write_text("tok\n")
+    job = tmp_path / "job.txt"
+    job.write_text(job_record(workdir, "gateway:1"))
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(SCONTROL % {"python": sys.executable, "state": str(tmp_path / "res.json"),
+                                    "log": str(tmp_path / "scontrol.log"), "job": str(job)})
+    scontrol.chmod(0o755)
+    pool_file = tmp_path / "pool.json"
+
+    def agents(*alive):
+        pool_file.write_text(json.dumps({"route_fabric": "ib", "cluster_partitions": ["cm"], "gateways": [
+            {"name": name, "addresses": {"ib": "127.0.0.2", "extoll": "127.0.0.3"},
+             "agent": url if name in alive else DEAD} for name, url in zip(("gw01", "gw02"), urls)]}))
+    agents("gw01", "gw02")
+    argv = ["--pool-file", str(pool_file), "--db", str(tmp_path / "pool.db"), "--token-file", str(tmp_path / "token"),
+            "--scontrol", str(scontrol), "--report-dir", str(tmp_path / "reports"), "--health-timeout", "2"]
+    yield types.SimpleNamespace(argv=argv, agents=agents, job=job, workdir=workdir, tmp=tmp_path,
+                                db=str(tmp_path / "pool.db"))
+    for server, agent in servers:
+        for rec in agent.store.all():
+            agent.stop(rec["job"])
+        server.shutdown()
+        server.server_close()
+
+
+def run(site, action):
+    out = io.StringIO()
+    code = slurm.main([action] + site.argv, env={"SLURM_JOB_ID": "300"}, out=out)
+    return code, out.getvalue()
+
+
+def reservation(site):
+    path = site.tmp / "res.json"
+    return json.loads(path.read_text()).get(slurm.RESERVATION) if path.exists() else None
+
+
+def states(site):
+    with P.GatewayPool(site.db) as pool:
+        return {g["name"]: g["state"] for g in pool.gateways()}
+
+
+def test_health_takes_a_dead_gateway_out_of_the_pool_and_its_licence_out_of_slurm(site):
+    assert run(site, "health") == (0, "")
+    assert reservation(site) is None
+    site.agents("gw02")
+    code, out = run(site, "health")
+    assert code == 0
+    assert "gateway gw01 is down (unreachable: agent %s unreachable" % DEAD in out
+    assert states(site) == {"gw01": "down", "gw02": "up"}
+    assert reservation(site) == "gateway:1"
+    assert run(site, "health") == (0, "")  # nothing changed: no scontrol update either
+    assert "update" not in (site.tmp / "scontrol.log").read_text()
+
+
+def test_a_job_is_given_the_live_gateway_even_before_the_timer_noticed(site):
+    site.agents("gw02")  # gw01 would come first by LRU order
+    code, out = run(site, "prolog")
+    assert code == 0, out
+    with P.GatewayPool(site.db) as pool:
+        assert [g["name"] for g in pool.allocation("300")["gateways"]] == ["gw02"]
+    assert run(site, "epilog")[0] == 0
+
+
+def test_too_few_live_gateways_requeue_the_job_naming_the_dead_one(site):
+    site.job.write_text(job_record(site.workdir, "gateway:2"))
+    site.agents("gw02")
+    assert run(site, "prolog")[0] == slurm.REQUEUE
+    err = (site.workdir / "JOB-300-psgw.err").read_text()
+    assert "(busy); not available: gw01 (down unreachable" in err
+    with P.GatewayPool(site.db) as pool:
+        assert pool.allocation("300") is None
+
+
+def test_a_gateway_that_answers_again_returns_to_the_pool_and_its_licence_to_slurm(site):
+    site.agents("gw02")
+    run(site, "health")
+    site.agents("gw01", "gw02")
+    code, out = run(site, "health")
+    assert code == 0 and "gateway gw01 is up" in out
+    assert states(site) == {"gw01": "up", "gw02": "up"}
+    assert reservation(site) is None
+    site.job.write_text(job_record(site.workdir, "gateway:2"))
+    assert run(site, "prolog")[0] == 0
+    assert run(site, "epilog")[0] == 0
+
+
+def test_drained_gateways_keep_their_licences_reserved_until_put_back(site):
+    with P.GatewayPool(site.db) as pool:
+        pool.sync(P.load_pool_file(site.argv[1])[0])
+        pool.set_state(["gw02"], "drain", "maintenance")
+    run(site, "health")
+    assert reservation(site) == "gateway:1" and states(site)["gw02"] == "drain"
+    with P.GatewayPool(site.db) as pool:
+        pool.set_state(["gw02"], "up")
+    run(site, "health")
+    assert reservation(site) is None
