@@ -31,7 +31,8 @@ class RestClient:
     """
 
     def __init__(self, base_url, username=None, password=None, token=None, token_header="Authorization",
-                 validate_certs=True, ca_path=None, timeout=10, retries=3, backoff=0.5, sleep=time.sleep):
+                 validate_certs=True, ca_path=None, timeout=10, retries=3, backoff=0.5, sleep=time.sleep,
+                 retry_statuses=RETRY_STATUSES):
         if not base_url or "://" not in base_url:
             raise RestError("endpoint %r is not a URL (expected https://host[:port])" % (base_url,))
         self.base_url = base_url.rstrip("/")
@@ -44,6 +45,8 @@ class RestClient:
         self.timeout = timeout
         self.retries = max(0, int(retries))
         self.backoff = backoff
+        # HTTP statuses worth another try (a service that answers 500 for a request it refused wants fewer).
+        self.retry_statuses = frozenset(retry_statuses)
         self._sleep = sleep
         # Plain HTTP needs none of open_url's TLS set-up, which costs ~80 ms a call; no proxies either way.
         self._plain = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -86,7 +89,7 @@ class RestClient:
                     self._sleep(self.backoff * 2 ** (attempt - 1))
                     continue
                 raise RestError("cannot reach %s after %d attempts: %s" % (self.base_url, attempt, reason))
-            if status in RETRY_STATUSES and attempt <= self.retries:
+            if status in self.retry_statuses and attempt <= self.retries:
                 self._sleep(self.backoff * 2 ** (attempt - 1))
                 continue
             payload = _decode(raw)

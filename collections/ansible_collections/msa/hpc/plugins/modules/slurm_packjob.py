@@ -35,7 +35,10 @@ description:
   - Validates the whole request before anything is submitted, against O(system), and fails naming the component
     index, the field and the value.
   - Talks to Slurm through its commands (C(sbatch), C(squeue --json), C(sacct --json), C(scontrol), C(scancel)),
-    which must be on the target's PATH; the transport is one small class so that slurmrestd can take its place.
+    which must be on the target's PATH, or with O(transport=rest) through slurmrestd (openapi v0.0.38, and
+    dbv0.0.38 for finished jobs) with a JWT, so that an AWX job needs no shell on a login node. The results are
+    the same either way (job ids, states, node lists, exit codes); over REST a held submission (module list) begins
+    a year from now until it is released, since the v0.0.38 API cannot lift a hold.
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -174,6 +177,32 @@ options:
     description: With O(wait=true), fail when a component ends in another state than COMPLETED or with a non-zero exit code.
     type: bool
     default: true
+  transport:
+    description: Slurm's commands on the target (V(cli)) or slurmrestd (V(rest), needs O(rest_url), O(rest_user), O(rest_token)).
+    type: str
+    choices: [cli, rest]
+    default: cli
+  rest_url:
+    description: Base URL of slurmrestd, for example C(http://mgmt01:6820).
+    type: str
+  rest_user:
+    description: User the jobs are submitted as and looked up for (C(X-SLURM-USER-NAME)); the token must be minted for this user.
+    type: str
+  rest_token:
+    description: JWT of O(rest_user) (C(scontrol token username=<rest_user> lifespan=<seconds>)); never printed.
+    type: str
+  rest_timeout:
+    description: Seconds to wait for one slurmrestd request.
+    type: int
+    default: 10
+  rest_validate_certs:
+    description: Verify the TLS certificate of an C(https://) O(rest_url).
+    type: bool
+    default: true
+  rest_chdir:
+    description: Working directory of a job submitted over REST without O(chdir) (sbatch would use its own).
+    type: path
+    default: /tmp
 notes:
   - Slurm 22.05 or later; C(--dependency=after:<job>+<minutes>) needs it. Jobs are found by name among the jobs
     C(squeue) still lists; once slurmctld forgets a finished job (C(MinJobAge)), its final state comes from
@@ -215,6 +244,17 @@ EXAMPLES = r"""
       - {partition: esb, nodes: 4, ntasks: 8, time: 5, command: ./app}
       - {partition: cm, nodes: 2, ntasks: 8, time: 7, command: ./app}
       - {partition: dam, nodes: 1, ntasks: 8, time: 14, command: ./app}
+
+- name: Submit through slurmrestd from AWX (no shell on a login node) and wait for it
+  msa.hpc.slurm_packjob:
+    name: rest-job
+    components:
+      - {partition: cm, nodes: 1, time: 5, command: hostname}
+    transport: rest
+    rest_url: http://mgmt01:6820
+    rest_user: alice
+    rest_token: "{{ msa_slurm_rest_token }}"
+    wait: true
 
 - name: Cancel the workflow
   msa.hpc.slurm_packjob:
@@ -279,6 +319,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.msa.hpc.plugins.module_utils._packjob import (
     CliTransport, PackJobError, TransportError, all_ids, cancel_targets, fill_leader, find_ids, plan, results,
     validate)
+from ansible_collections.msa.hpc.plugins.module_utils._slurmrest import RestTransport
 
 _COMPONENT = dict(
     partition=dict(type="str"), module=dict(type="str"), nodes=dict(type="int", default=1),
@@ -304,6 +345,10 @@ def argument_spec():
         system=dict(type="dict", default={}),
         wait=dict(type="bool", default=False), wait_timeout=dict(type="int", default=600),
         poll_interval=dict(type="int", default=5), fail_on_error=dict(type="bool", default=True),
+        transport=dict(type="str", choices=["cli", "rest"], default="cli"),
+        rest_url=dict(type="str"), rest_user=dict(type="str"), rest_token=dict(type="str", no_log=True),
+        rest_timeout=dict(type="int", default=10), rest_validate_certs=dict(type="bool", default=True),
+        rest_chdir=dict(type="path", default="/tmp"),
     )
 
 
@@ -434,12 +479,25 @@ def _states(snap, only=None):
         for c in snap["components"] if only is None or c["index"] in only)
 
 
+def make_transport(module):
+    """The transport the task asked for and the user whose jobs it sees."""
+    params = module.params
+    if params["transport"] == "cli":
+        return CliTransport(module.run_command), pwd.getpwuid(os.getuid()).pw_name
+    try:
+        return RestTransport(params["rest_url"], params["rest_user"], params["rest_token"],
+                             timeout=params["rest_timeout"], validate_certs=params["rest_validate_certs"],
+                             chdir=params["rest_chdir"]), params["rest_user"]
+    except TransportError as exc:
+        module.fail_json(msg="Slurm's REST API cannot be used: %s" % exc)
+
+
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
                            mutually_exclusive=[("components", "module_list")],
-                           required_if=[("state", "present", ("components", "module_list"), True)])
-    transport = CliTransport(module.run_command)
-    user = pwd.getpwuid(os.getuid()).pw_name
+                           required_if=[("state", "present", ("components", "module_list"), True),
+                                        ("transport", "rest", ("rest_url", "rest_user", "rest_token"))])
+    transport, user = make_transport(module)
     module.exit_json(**run(module, transport, user))
 
 

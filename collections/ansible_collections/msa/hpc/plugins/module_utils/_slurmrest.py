@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""slurm_packjob's REST transport: CliTransport's five methods over slurmrestd (openapi v0.0.38, dbv0.0.38)."""
+
+import re
+import shlex
+
+from ansible_collections.msa.hpc.plugins.module_utils._packjob import (
+    TransportError, parse_sacct_json, parse_squeue_json)
+from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
+
+API_VERSION = "v0.0.38"
+DB_API_VERSION = "dbv0.0.38"
+USER_HEADER = "X-SLURM-USER-NAME"
+TOKEN_HEADER = "X-SLURM-USER-TOKEN"
+# A POST that failed on the server may have submitted the job: never repeat one. Connection failures (nothing
+# reached the server) and 502-504 from a proxy in front are retried.
+RETRY_STATUSES = (502, 503, 504)
+# The environment a job submitted over REST starts with (sbatch would hand on the caller's; slurmrestd refuses a
+# job without one). The batch script exports the job's own variables on top.
+DEFAULT_ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
+
+# sbatch long options that slurm_packjob's plan() writes (argv and #SBATCH lines) → v0.0.38 job properties.
+# slurmrestd runs each value through the parser sbatch uses for the option, so values are handed on as written.
+SBATCH_PROPERTIES = {
+    "job-name": "name", "partition": "partition", "nodes": "nodes", "ntasks": "tasks",
+    "cpus-per-task": "cpus_per_task", "time": "time_limit", "constraint": "constraints", "gres": "gres",
+    "account": "account", "qos": "qos", "licenses": "licenses", "comment": "comment",
+    "chdir": "current_working_directory", "output": "standard_output", "error": "standard_error",
+    "dependency": "dependency", "begin": "begin_time",
+}
+# Options that only shape sbatch's own output; nothing to hand on.
+SBATCH_IGNORED = frozenset(("parsable",))
+# A held job (sbatch --hold) cannot be released through v0.0.38 (a job update can set a hold but not lift it), so
+# "held" over REST means "may begin far in the future"; release() sets the begin time to now.
+HOLD_BEGIN = "now+365days"
+
+_SBATCH_LINE = re.compile(r"^#SBATCH\s+(.*)$")
+
+
+class SlurmRestError(TransportError):
+    """A slurmrestd call that failed; ``kind`` is auth, user, unreachable, refused or protocol."""
+
+    def __init__(self, message, kind="refused", status=None):
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+# --- sbatch → job properties ---------------------------------------------------------------------------------------
+
+def _options(words, where):
+    """``[(option, value)]`` from sbatch long options (``--name=value``, ``--flag``); others are refused."""
+    out = []
+    for word in words:
+        if not word.startswith("--"):
+            raise TransportError("%s: %r is not a long sbatch option the REST transport can hand on" % (where, word))
+        name, _sep, value = word[2:].partition("=")
+        out.append((name, value if _sep else True))
+    return out
+
+
+def split_script(script):
+    """The #SBATCH options of a batch script, one list per heterogeneous component (``#SBATCH hetjob`` splits)."""
+    components = [[]]
+    for line in (script or "").splitlines():
+        match = _SBATCH_LINE.match(line.strip())
+        if not match:
+            if line.strip() and not line.startswith("#"):
+                break   # sbatch stops reading #SBATCH lines at the first command
+            continue
+        words = shlex.split(match.group(1))
+        if words == ["hetjob"] or words == ["packjob"]:
+            components.append([])
+            continue
+        components[-1].extend(words)
+    return components
+
+
+def job_properties(options, environment=None, chdir=None):
+    """A v0.0.38 ``job_properties`` mapping from ``[(sbatch option, value)]``."""
+    props = {}
+    for name, value in options:
+        if name in SBATCH_IGNORED:
+            continue
+        if name == "hold":
+            props["begin_time"] = HOLD_BEGIN
+            continue
+        key = SBATCH_PROPERTIES.get(name)
+        if key is None or value is True:
+            raise TransportError("sbatch option --%s%s has no counterpart the REST transport knows (known: %s)"
+                                 % (name, "" if value is True else "=" + str(value),
+                                    ", ".join(sorted(SBATCH_PROPERTIES) + ["hold"])))
+        props[key] = value
+    props.setdefault("current_working_directory", chdir or "/tmp")
+    props["environment"] = dict(environment or DEFAULT_ENVIRONMENT)
+    return props
+
+
+def submission(argv, script, environment=None, chdir=None):
+    """The body of ``POST /slurm/v0.0.38/job/submit`` for one planned sbatch (argv from plan, script on stdin).
+
+    Options on the command line win over the script's and apply to the first component, as with sbatch.
+    """
+    per_component = [_options(words, "#SBATCH line") for words in split_script(script)]
+    command_line = _options(list(argv[1:]), "sbatch argument")
+    first = dict(per_component[0])
+    first.update(dict(command_line))
+    per_component[0] = list(first.items())
+    jobs = [job_properties(opts, environment, chdir) for opts in per_component]
+    body = {"script": script}
+    if len(jobs) == 1:
+        body["job"] = jobs[0]
+    else:
+        body["jobs"] = jobs
+    return body
+
+
+# --- the transport -------------------------------------------------------------------------------------------------
+
+def _slurm_errors(payload):
+    """The non-empty entries of a v0.0.38 ``errors`` list, as sentences."""
+    if not isinstance(payload, dict):
+        return []
+    out = []
+    for err in payload.get("errors") or []:
+        if isinstance(err, dict):
+            text = err.get("description") or err.get("error") or ""
+            number = err.get("error_number", err.get("error_code", err.get("errno")))
+            if text or number:
+                out.append("%s%s" % (text, " (error %s)" % number if number else ""))
+        elif err:
+            out.append(str(err))
+    return out
+
+
+class RestTransport:
+    """Slurm through slurmrestd: submit, release, jobs, history, cancel, as CliTransport offers them.
+
+    ``url`` is the API's base (``http://mgmt01:6820``); ``user`` and ``token`` travel as X-SLURM-USER-NAME and
+    X-SLURM-USER-TOKEN. Records are those of parse_squeue_json/parse_sacct_json: slurmrestd 22.05 answers in the
+    layout ``squeue --json`` and ``sacct --json`` print. No message carries the token.
+    """
+
+    def __init__(self, url, user, token, timeout=10, validate_certs=True, ca_path=None, environment=None,
+                 chdir=None, retries=2, client=None):
+        if not user:
+            raise SlurmRestError("rest_user: %r is not a user name" % (user,), kind="user")
+        if not token:
+            raise SlurmRestError("rest_token: empty; give the JWT from `scontrol token username=%s`" % user,
+                                 kind="auth")
+        self.url, self.user, self._token = url, user, token
+        self.environment, self.chdir = environment, chdir
+        try:
+            self.client = client or RestClient(url, token=token, token_header=TOKEN_HEADER,
+                                               validate_certs=validate_certs, ca_path=ca_path, timeout=timeout,
+                                               retries=retries, retry_statuses=RETRY_STATUSES)
+        except RestError as exc:
+            raise SlurmRestError("rest_url: %s" % self._scrub(str(exc)), kind="protocol")
+        self._authenticated = False
+
+    def _scrub(self, text):
+        return str(text).replace(self._token, "<token>") if self._token else str(text)
+
+    def _call(self, method, path, body=None, what=None):
+        what = what or "%s %s" % (method, path)
+        try:
+            status, payload, _headers = self.client.request(method, path, body=body, headers={USER_HEADER: self.user},
+                                                            expect=(200,))
+        except RestError as exc:
+            raise self._translate(exc, what, path)
+        errors = _slurm_errors(payload)
+        if errors:
+            raise SlurmRestError(self._scrub("slurmrestd at %s: %s failed: %s" % (self.url, what, "; ".join(errors))),
+                                 kind="refused", status=status)
+        self._authenticated = True
+        return payload or {}
+
+    def _translate(self, exc, what, path):
+        status = exc.status
+        detail = "; ".join(_slurm_errors(exc.body))
+        if status is None:
+            return SlurmRestError(self._scrub("slurmrestd is unreachable at %s (rest_url): %s" % (self.url, exc)),
+                                  kind="unreachable")
+        if status in (401, 403) or (status == 500 and not detail and not self._authenticated):
+            # slurmrestd 22.05 answers a token it cannot verify (wrong, expired, or minted for another user than
+            # the X-SLURM-USER-NAME) with a bare 500: tell which by asking once more whether the API is there.
+            return SlurmRestError(
+                "slurmrestd at %s refused the credentials of user %r (HTTP %s): the token (rest_token) is wrong or "
+                "expired, or was not minted for this user (rest_user); get a new one with `scontrol token "
+                "username=%s`" % (self.url, self.user, status, self.user), kind="auth", status=status)
+        if status == 404:
+            return SlurmRestError("slurmrestd at %s has no %s (HTTP 404 for %s): is the openapi/%s plugin loaded "
+                                  "(slurmrestd -s)?" % (self.url, what, path,
+                                                        DB_API_VERSION if "/slurmdb/" in path else API_VERSION),
+                                  kind="protocol", status=status)
+        return SlurmRestError(self._scrub("slurmrestd at %s: %s failed (HTTP %s)%s" % (
+            self.url, what, status, ": " + detail if detail else "")), kind="refused", status=status)
+
+    # The five methods of CliTransport.
+    def submit(self, argv, script):
+        """Submit one planned sbatch (argv from plan, the script with its #SBATCH lines); return the job id."""
+        body = submission(argv, script, self.environment, self.chdir)
+        payload = self._call("POST", "/slurm/%s/job/submit" % API_VERSION, body, "job submission")
+        job_id = payload.get("job_id")
+        if not isinstance(job_id, int) or isinstance(job_id, bool):
+            raise SlurmRestError("slurmrestd at %s answered the job submission without a job id: %r"
+                                 % (self.url, {k: v for k, v in payload.items() if k != "script"}),
+                                 kind="protocol")
+        return job_id
+
+    def release(self, job_ids):
+        for job_id in job_ids or []:
+            self._call("POST", "/slurm/%s/job/%d" % (API_VERSION, int(job_id)), {"begin_time": "now"},
+                       "release of job %s" % job_id)
+
+    def jobs(self, user=None):
+        """Every job slurmctld still holds, as records (of ``user`` only when given)."""
+        records = parse_squeue_json(self._call("GET", "/slurm/%s/jobs" % API_VERSION, what="job list"))
+        return [r for r in records if user is None or r["user"] == user]
+
+    def history(self, job_ids):
+        """Records of finished jobs from accounting (dbv0.0.38); each id with its heterogeneous components."""
+        out = []
+        for job_id in job_ids or []:
+            out += parse_sacct_json(self._call("GET", "/slurmdb/%s/job/%d" % (API_VERSION, int(job_id)),
+                                               what="accounting record of job %s" % job_id))
+        return out
+
+    def cancel(self, job_ids):
+        for job_id in job_ids or []:
+            self._call("DELETE", "/slurm/%s/job/%d" % (API_VERSION, int(job_id)), what="cancel of job %s" % job_id)
+
+    def get(self, path):
+        """The decoded JSON of a GET on the API, or None for a path it does not have (HTTP 404)."""
+        try:
+            return self._call("GET", path)
+        except SlurmRestError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def ping(self):
+        """Check the API, the credentials and the controller; returns the ping records."""
+        return self._call("GET", "/slurm/%s/ping" % API_VERSION, what="ping").get("pings") or []
