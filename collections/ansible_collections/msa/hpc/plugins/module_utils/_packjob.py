@@ -47,6 +47,11 @@ LAUNCH_MODES = ("joint", "separate")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLUGIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# container_image: a component's command runs through this wrapper on the nodes (role msa.hpc.udocker), inside an
+# image of the node's udocker repository, as the submitting user; srun's exit code is the command's.
+CONTAINER_WRAPPER = "msa-container"
+_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,127}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$")
+_SRUN_OPTIONS = re.compile(r"^\s*((?:--[A-Za-z][A-Za-z0-9-]*=[^\s'\"]+\s+)*)")
 
 
 class PackJobError(ValueError):
@@ -147,7 +152,7 @@ def _component(raw, where, parts, problems, allow_delay):
     for key in raw:
         if key not in COMPONENT_KEYS:
             problems.append("%s.%s: unknown field (known: %s)" % (where, key, ", ".join(COMPONENT_KEYS)))
-    comp = {"container_image": raw.get("container_image")}
+    comp = {"container_image": None}
     partition, module = raw.get("partition"), raw.get("module")
     if partition is None and module is None:
         problems.append("%s.partition: missing (give partition or module)" % where)
@@ -227,6 +232,7 @@ def _component(raw, where, parts, problems, allow_delay):
     comp["script"] = script
     if command is not None and script is not None:
         problems.append("%s.script: give command or script, not both" % where)
+    _container(raw.get("container_image"), comp, where, problems)
     comp["delay"] = 0
     if raw.get("delay") not in (None, 0, "0"):
         if not allow_delay:
@@ -241,6 +247,39 @@ def _component(raw, where, parts, problems, allow_delay):
             except ValueError as exc:
                 problems.append("%s.delay: %s" % (where, exc))
     return comp
+
+
+def container_command(image, command):
+    """The srun arguments that run ``command`` inside ``image`` through the nodes' wrapper.
+
+    Leading srun options written ``--name=value`` stay in front of the wrapper; any other leading option is
+    refused (ValueError), since it cannot be told apart from the program.
+    """
+    options = _SRUN_OPTIONS.match(command).group(1)
+    program = command[len(options):].strip()
+    if not program or program.startswith("-"):
+        raise ValueError("%r must start with the program (srun options before it only as --name=value)" % command)
+    return "%s%s %s -- %s" % (options, CONTAINER_WRAPPER, shlex.quote(image), program)
+
+
+def _container(image, comp, where, problems):
+    """Check a component's container_image and route its command through the wrapper."""
+    if image in (None, ""):
+        return
+    if not isinstance(image, str) or not _IMAGE.match(image) or ".." in image or "//" in image:
+        problems.append("%s.container_image: %r is not an image name[:tag] (lower-case letters, digits, '._/-')"
+                        % (where, image))
+        return
+    if comp["script"] is not None:
+        problems.append("%s.container_image: %r applies to a command; in a script run %s %s -- PROGRAM yourself"
+                        % (where, image, CONTAINER_WRAPPER, image))
+        return
+    comp["container_image"] = image
+    if comp["command"] is not None:
+        try:
+            comp["command"] = container_command(image, comp["command"])
+        except ValueError as exc:
+            problems.append("%s.command: with container_image %s" % (where, exc))
 
 
 def validate(job, system=None):

@@ -105,7 +105,14 @@ options:
         description: Minutes after the first component starts (or a Slurm time); not for the first component.
         type: raw
       container_image:
-        description: Container image for the component; recorded in the script and the result for the container runner.
+        description:
+          - Image (C(name[:tag])) of the nodes' udocker repository to run the component's O(components[].command) in,
+            as the submitting user. The command goes through the C(msa-container) wrapper that the C(msa.hpc.udocker)
+            role installs on the compute modules (C(srun msa-container IMAGE -- COMMAND)); the container sees the
+            user's home and working directory and the node's declared GPU devices, and the step's exit code is the
+            command's (125 when the wrapper itself fails, for example an image the node has not imported).
+          - The command must start with the program; srun options before it only as C(--name=value). Not with
+            O(components[].script); a script calls C(msa-container) itself.
         type: str
   module_list:
     description: Alternatives (same suboptions as O(components)) of which exactly one runs. Excludes O(components).
@@ -254,6 +261,14 @@ EXAMPLES = r"""
     rest_url: http://mgmt01:6820
     rest_user: alice
     rest_token: "{{ msa_slurm_rest_token }}"
+    wait: true
+
+- name: Run the CM part on the host and the ESB part inside an image of the site's store
+  msa.hpc.slurm_packjob:
+    name: mixed
+    components:
+      - {partition: cm, nodes: 1, time: "5:00", command: ./pre_process}
+      - {partition: esb, nodes: 1, time: "5:00", container_image: "msa-demo:bookworm", command: ./simulate}
     wait: true
 
 - name: Cancel the workflow
