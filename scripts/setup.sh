@@ -42,6 +42,13 @@ if ! cmp -s requirements.txt "$VENV/.requirements.txt"; then
   cp requirements.txt "$VENV/.requirements.txt"
 fi
 
+step "node artifacts (requirements-nodes.txt into .cache/artifacts)"
+if ! "$VENV/bin/pip" download -q --disable-pip-version-check --no-deps --require-hashes --no-index \
+     --find-links .cache/artifacts -d .cache/artifacts -r requirements-nodes.txt >/dev/null 2>&1; then
+  "$VENV/bin/pip" download -q --disable-pip-version-check --no-deps --require-hashes -d .cache/artifacts \
+    -r requirements-nodes.txt
+fi
+
 step "node image ($IMAGE)"
 if ! podman image exists "$BASE"; then
   root=$(mktemp -d /var/tmp/msa-rootfs.XXXX)
