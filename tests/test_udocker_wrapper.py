@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 BUNDLE = Path(__file__).resolve().parents[1]
-WRAPPER = BUNDLE / "collections/ansible_collections/msa/hpc/roles/udocker/files/msa-container"
+WRAPPER = BUNDLE / "collections/ansible_collections/msa/hpc/roles/udocker/files/msa_container.py"
 
 
 def _load():

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
