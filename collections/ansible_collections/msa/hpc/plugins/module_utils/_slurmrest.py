@@ -135,6 +135,14 @@ def _slurm_errors(payload):
     return out
 
 
+def _generic(payload):
+    """Whether an error answer names no real Slurm error (what slurmrestd sends when authentication failed)."""
+    errors = payload.get("errors") if isinstance(payload, dict) else None
+    if not errors:
+        return True
+    return all(isinstance(e, dict) and e.get("error_number", e.get("errno")) in (None, -1, 0) for e in errors)
+
+
 class RestTransport:
     """Slurm through slurmrestd: submit, release, jobs, history, cancel, as CliTransport offers them.
 
@@ -158,7 +166,6 @@ class RestTransport:
                                                retries=retries, retry_statuses=RETRY_STATUSES)
         except RestError as exc:
             raise SlurmRestError("rest_url: %s" % self._scrub(str(exc)), kind="protocol")
-        self._authenticated = False
 
     def _scrub(self, text):
         return str(text).replace(self._token, "<token>") if self._token else str(text)
@@ -174,7 +181,6 @@ class RestTransport:
         if errors:
             raise SlurmRestError(self._scrub("slurmrestd at %s: %s failed: %s" % (self.url, what, "; ".join(errors))),
                                  kind="refused", status=status)
-        self._authenticated = True
         return payload or {}
 
     def _translate(self, exc, what, path):
@@ -183,9 +189,10 @@ class RestTransport:
         if status is None:
             return SlurmRestError(self._scrub("slurmrestd is unreachable at %s (rest_url): %s" % (self.url, exc)),
                                   kind="unreachable")
-        if status in (401, 403) or (status == 500 and not detail and not self._authenticated):
-            # slurmrestd 22.05 answers a token it cannot verify (wrong, expired, or minted for another user than
-            # the X-SLURM-USER-NAME) with a bare 500: tell which by asking once more whether the API is there.
+        if status in (401, 403) or (status == 500 and _generic(exc.body)):
+            # slurmrestd 22.05 answers a token slurmctld cannot verify (wrong, expired, or minted for another user
+            # than X-SLURM-USER-NAME) with a 500 whose only errors are Slurm's generic -1 ("Unspecified error",
+            # "Failed while looking for jobs"); a request Slurm refused on its merits carries a real error number.
             return SlurmRestError(
                 "slurmrestd at %s refused the credentials of user %r (HTTP %s): the token (rest_token) is wrong or "
                 "expired, or was not minted for this user (rest_user); get a new one with `scontrol token "

@@ -7,7 +7,7 @@ import re
 
 from ansible_collections.msa.hpc.plugins.module_utils._hostlist import HostlistError, expand
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import (
-    LICENSE_GATEWAY, LICENSE_GCE, LICENSE_NAM, NAM_LICENSE_UNIT_NAME)
+    LICENSE_GATEWAY, LICENSE_GCE, LICENSE_NAM, NAM_LICENSE_UNIT_NAME, parse_time)
 
 SCHEMA_VERSION = 1
 NO_VAL_LIMIT = 0xFFFFFFF0
@@ -246,12 +246,30 @@ def read_nodes(payload):
 
 
 def _max_time(part):
-    raw = part.get("maximum_time", part.get("max_time"))
+    raw = part.get("max_time_limit", part.get("maximum_time", part.get("max_time")))
     if isinstance(raw, dict):
         return None if raw.get("infinite") or not raw.get("set", True) else _number(raw.get("number"), None)
     if isinstance(raw, str):
         return None if raw.upper() in ("UNLIMITED", "INFINITE", "") else _number(raw, None)
-    return _number(raw, None)
+    return None if isinstance(raw, int) and raw < 0 else _number(raw, None)
+
+
+def parse_scontrol_partitions(text):
+    """``scontrol -o show partitions`` → the v0.0.38 partition layout read_partitions reads (22.05's scontrol has no
+    --json)."""
+    parts = []
+    for line in (text or "").splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S*)", line))
+        if "PartitionName" not in fields:
+            continue
+        try:
+            limit = parse_time(fields.get("MaxTime", "UNLIMITED"))
+        except ValueError:
+            limit = None
+        parts.append({"name": fields["PartitionName"], "nodes": "" if fields.get("Nodes") == "(null)" else
+                      fields.get("Nodes", ""), "flags": ["default"] if fields.get("Default") == "YES" else [],
+                      "max_time_limit": -1 if limit is None else limit, "state": fields.get("State", "UP")})
+    return {"partitions": parts}
 
 
 def read_partitions(payload):
@@ -410,8 +428,8 @@ def from_cli(run, partition_modules=None, fabric=None):
         except ValueError as exc:
             raise SystemInfoError("%s printed no JSON: %s" % (" ".join(argv), exc))
 
-    nodes = load(["scontrol", "--json", "show", "nodes"])
-    parts = load(["scontrol", "--json", "show", "partitions"])
+    nodes = load(["sinfo", "--json"])   # the node list in the layout of GET /slurm/v0.0.38/nodes
+    parts = parse_scontrol_partitions(command(["scontrol", "-o", "show", "partitions"]))
     licenses = parse_licenses(command(["scontrol", "-o", "show", "licenses"]))
     cluster = None
     match = re.search(r"^ClusterName\s*=\s*(\S+)", command(["scontrol", "show", "config"]), re.M)

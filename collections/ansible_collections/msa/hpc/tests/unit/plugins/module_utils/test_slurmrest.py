@@ -46,8 +46,10 @@ class FakeSlurmrestd(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(length)) if length else None
         cls.requests.append((self.command, self.path, dict(self.headers), body))
         user, token = self.headers.get("X-SLURM-USER-NAME"), self.headers.get("X-SLURM-USER-TOKEN")
-        if cls.tokens.get(user) != token:
-            return self._send(500, None)
+        if cls.tokens.get(user) != token:   # what slurmrestd 22.05 answers (measured on dev2)
+            return self._send(500, {"errors": [{"description": "Failed while looking for jobs", "error_number": -1,
+                                                "error": "Unspecified error", "source": "slurm_load_jobs"}],
+                                    "jobs": []})
         if (self.command, self.path) == ("POST", "/slurm/v0.0.38/job/submit"):
             parts = body.get("jobs") or [body.get("job")]
             if any(p.get("partition") == "nope" for p in parts):

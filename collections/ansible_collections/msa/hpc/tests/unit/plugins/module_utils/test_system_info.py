@@ -25,11 +25,15 @@ NODES = {"nodes": [_node("cm01", ["cm"]), _node("cm02", ["cm"], state="allocated
                    _node("esb01", ["esb"], 2, gres="gpu:1"), _node("esb02", ["esb"], 2, state="idle", flags=["DRAIN"],
                                                                    gres="gpu:1(S:0)")]}
 PARTITIONS = {"partitions": [
-    {"name": "cm", "nodes": "cm[01-02]", "flags": ["default"], "maximum_time": 4294967295, "state": "UP"},
-    {"name": "esb", "nodes": "esb[01-02]", "flags": [], "maximum_time": 60, "state": "UP"}]}
+    {"name": "cm", "nodes": "cm[01-02]", "flags": ["default"], "max_time_limit": -1, "state": "UP"},
+    {"name": "esb", "nodes": "esb[01-02]", "flags": [], "max_time_limit": 60, "state": "UP"}]}
 LICENSES = "LicenseName=gateway Total=2 Used=1 Free=1 Reserved=0 Remote=no\n" \
            "LicenseName=gce Total=1 Used=1 Free=0 Reserved=0 Remote=no\n" \
            "LicenseName=nam Total=7 Used=2 Free=5 Reserved=0 Remote=no\n"
+
+
+SCONTROL_PARTITIONS = "PartitionName=cm Default=YES MaxTime=UNLIMITED Nodes=cm[01-02] State=UP TotalNodes=2\n" \
+                      "PartitionName=esb Default=NO MaxTime=01:00:00 Nodes=esb[01-02] State=UP TotalNodes=2\n"
 
 
 def _info(**kw):
@@ -110,8 +114,8 @@ def test_answers_without_nodes_fail_clearly():
 
 def test_cli_and_rest_give_the_same_facts_for_the_same_answers():
     def run(argv):
-        table = {("scontrol", "--json", "show", "nodes"): json.dumps(NODES),
-                 ("scontrol", "--json", "show", "partitions"): json.dumps(PARTITIONS),
+        table = {("sinfo", "--json"): json.dumps(NODES),
+                 ("scontrol", "-o", "show", "partitions"): SCONTROL_PARTITIONS,
                  ("scontrol", "-o", "show", "licenses"): LICENSES,
                  ("scontrol", "show", "config"): "ClusterName             = dev\n"}
         return 0, table[tuple(argv)], ""
@@ -125,3 +129,18 @@ def test_cli_and_rest_give_the_same_facts_for_the_same_answers():
 
     over_cli, over_rest = S.from_cli(run), S.from_rest(call)
     assert dict(over_cli, source="rest", cluster=None) == dict(over_rest, cluster=None)
+
+
+def test_the_answers_of_slurm_22_05_on_a_live_system_read_the_same_over_rest_and_the_commands():
+    nodes = json.loads((FIXTURES / "rest_v0.0.38_nodes_dev2.json").read_text())
+    over_rest = S.build(nodes, json.loads((FIXTURES / "rest_v0.0.38_partitions_dev2.json").read_text()),
+                        S.read_licenses(json.loads((FIXTURES / "rest_v0.0.38_licenses_dev2.json").read_text())), "rest")
+    over_cli = S.build(nodes, S.parse_scontrol_partitions((FIXTURES / "scontrol_show_partitions_22.05_dev2.txt")
+                                                          .read_text()),
+                       S.parse_licenses((FIXTURES / "scontrol_show_licenses_22.05_dev2.txt").read_text()), "cli")
+    assert S.validate(over_rest) == [] and dict(over_cli, source="rest") == over_rest
+    parts = {p["name"]: p for p in over_rest["partitions"]}
+    assert (parts["cm"]["node_count"], parts["cm"]["cpus"], parts["cm"]["default"]) == (2, 8, True)
+    assert parts["esb"]["gpus"] == parts["esb"]["node_count"] == 4 and parts["cm"]["max_time_minutes"] is None
+    assert over_rest["resources"]["gateways"] == {"total": 2, "used": 0, "free": 2}
+    assert over_rest["resources"]["gce"]["available"] is True

@@ -14,7 +14,7 @@ from ansible_collections.msa.hpc.plugins.module_utils import _system_info as S
 from ansible_collections.msa.hpc.plugins.modules import system_info
 from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.test_slurmrest import (  # noqa: F401 (fixture)
     TOKEN, slurmrestd)
-from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.test_system_info import LICENSES, NODES, PARTITIONS
+from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.test_system_info import LICENSES, NODES, SCONTROL_PARTITIONS
 
 
 class Done(Exception):
@@ -24,7 +24,7 @@ class Done(Exception):
 
 
 def _cli(self, argv, **kw):
-    table = {"nodes": json.dumps(NODES), "partitions": json.dumps(PARTITIONS), "licenses": LICENSES,
+    table = {"--json": json.dumps(NODES), "partitions": SCONTROL_PARTITIONS, "licenses": LICENSES,
              "config": "ClusterName = dev\n"}
     return 0, table[argv[-1]], ""
 
@@ -55,7 +55,7 @@ def test_the_commands_give_schema_valid_facts_and_no_change():
 
 def test_a_failing_command_fails_the_task_naming_it():
     done = _run({}, lambda self, argv, **kw: (1, "", "slurm_load_node error: Unable to contact slurm controller"))
-    assert done.failed and "scontrol --json show nodes failed" in done.result["msg"]
+    assert done.failed and "sinfo --json failed" in done.result["msg"]
 
 
 def test_a_wrong_token_fails_the_task_without_the_token(slurmrestd):
