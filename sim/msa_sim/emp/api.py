@@ -31,7 +31,11 @@ def make_server(master, address, port, token=None):
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                # the client gave up waiting (its timeout): nothing to answer, and no traceback in the journal
+                self.close_connection = True
 
         def _body(self):
             length = int(self.headers.get("Content-Length") or 0)
