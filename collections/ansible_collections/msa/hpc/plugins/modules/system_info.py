@@ -21,9 +21,9 @@ description:
     (C(nam)) and GCE availability (C(gce)) - with total, used and free counts.
   - With O(fabric_endpoint), the EXTOLL fabric's status from the fabric manager (EMP) - network status, nodes seen,
     nodes up, routing algorithm.
-  - Reads Slurm through slurmrestd (O(source=rest); C(/slurm/v0.0.38/nodes), C(/partitions), C(/licenses) where
-    the API has it, else licence use summed over the running jobs against O(license_totals)) or through the
-    commands on the target (O(source=cli); C(scontrol --json show nodes|partitions), C(scontrol -o show licenses)).
+  - Reads Slurm through slurmrestd (O(source=rest); C(/slurm/v0.0.38/nodes), C(/partitions), C(/licenses), or,
+    where the API has no licence endpoint, licence use summed over the running jobs against O(license_totals)) or
+    through the commands on the target (O(source=cli); C(sinfo --json), C(scontrol -o show partitions|licenses)).
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -62,8 +62,8 @@ options:
     default: true
   license_totals:
     description:
-      - Total count of each licence (C(gateway), C(nam), C(gce), ...) for a slurmrestd without a licence endpoint
-        (Slurm 22.05); the licences in use are summed over the running jobs. Ignored when the totals come from Slurm.
+      - Total count of each licence (C(gateway), C(nam), C(gce), ...) for a slurmrestd without a licence endpoint;
+        the licences in use are then summed over the running jobs. Ignored when the totals come from Slurm.
     type: dict
     default: {}
   partition_modules:
