@@ -15,7 +15,12 @@ The system is brought down whatever happens (try/finally, SIGINT and SIGTERM inc
 
 ``make bench`` runs every tests/bench/bench_*.py: a full run of this one takes 30-60 minutes on a 2-core
 machine, so **it is skipped unless MSA_BENCH_SCALE=1** (or ``--sizes`` is given on the command line).
-``--profile`` adds ansible.posix.profile_tasks and prints the slowest tasks of each deploy and re-run.
+``--profile`` adds ansible.posix.profile_tasks and prints the slowest tasks of each deploy and re-run;
+``--env VAR=VALUE`` (repeatable) runs every playbook with other Ansible settings, e.g. mitogen (not a
+requirement of the bundle: ``pip install mitogen`` first):
+``--env ANSIBLE_STRATEGY=mitogen_linear --env ANSIBLE_STRATEGY_PLUGINS=<site-packages>/ansible_mitogen/plugins/strategy``.
+Besides wall times it reports CPU seconds (the controller's processes and the system's containers' cgroups),
+which depend much less on what else the machine runs.
 Each playbook's output goes to a log under ``--logdir`` (default /tmp/msa-bench-scale-<time>/).
 """
 
@@ -81,7 +86,8 @@ def nodes_cpu(system):
 class Runner:
     """Runs playbooks in their own process group, so an interrupt can stop them before the tear-down."""
 
-    def __init__(self, logdir, profile, site):
+    def __init__(self, logdir, profile, site, extra_env=()):
+        self.extra_env = dict(item.split("=", 1) for item in extra_env)
         self.logdir = logdir
         self.profile = profile
         self.site = site
@@ -93,6 +99,7 @@ class Runner:
         if self.profile:
             env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.timer,ansible.posix.profile_tasks"
             env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "15"
+        env.update(self.extra_env)
         return env
 
     def playbook(self, system, playbook, tag):
@@ -243,6 +250,8 @@ def main(argv=None):
     parser.add_argument("--site", default="example", help="site layer under inventories/sites (default example)")
     parser.add_argument("--no-rerun", action="store_true", help="deploy once only")
     parser.add_argument("--profile", action="store_true", help="print the slowest tasks (ansible.posix.profile_tasks)")
+    parser.add_argument("--env", action="append", default=[], metavar="VAR=VALUE",
+                        help="extra environment of every playbook (Ansible settings to compare), repeatable")
     parser.add_argument("--logdir", default="/tmp/msa-bench-scale-%s" % time.strftime("%Y%m%d-%H%M%S"))
     args = parser.parse_args(argv)
     if args.sizes is None and os.environ.get("MSA_BENCH_SCALE") != "1":
@@ -253,7 +262,10 @@ def main(argv=None):
         if not os.path.isfile(os.path.join(BUNDLE, "inventories", "systems", "scale%d" % size, "system.msa.yml")):
             parser.error("--sizes: no inventory inventories/systems/scale%d for size %d" % (size, size))
     os.makedirs(args.logdir, exist_ok=True)
-    runner = Runner(args.logdir, args.profile, args.site)
+    for item in args.env:
+        if "=" not in item:
+            parser.error("--env: %r is not VAR=VALUE" % item)
+    runner = Runner(args.logdir, args.profile, args.site, args.env)
 
     def terminate(signum, _frame):
         raise KeyboardInterrupt("signal %d" % signum)
