@@ -27,7 +27,7 @@ from tests.helpers import ansible_inventory  # noqa: E402
 IMAGE = "msa-demo:bookworm"
 USER, UID = "benchctr", 5102
 TIMER = r'''
-t() { local s e rc; s=$(date +%s.%N); "$@" >/dev/null 2>&1; rc=$?; e=$(date +%s.%N);
+t() { local s e rc; s=$(date +%s.%N); "$@" </dev/null >/dev/null 2>&1; rc=$?; e=$(date +%s.%N);
       awk -v a="$s" -v b="$e" -v rc="$rc" 'BEGIN { printf "%.3f %d\n", b - a, rc }'; }
 '''
 
