@@ -100,28 +100,30 @@ def workflow_report_lines(report):
     """The report of msa.hpc.workflow_report as a few lines a person reads."""
     if not isinstance(report, dict) or "components" not in report:
         raise AnsibleFilterError("msa.hpc.workflow_report_lines: the input must be msa.hpc.workflow_report's result")
+    wall = ", %ss" % report["wall_seconds"] if report.get("wall_seconds") else ""
     lines = ["job %s (%s) on %s: %s%s" % (report["job_id"], report.get("name"), report.get("system"),
-                                            report.get("state"),
-                                            ", %ss" % report["wall_seconds"] if report.get("wall_seconds") else "")]
+                                          report.get("state"), wall)]
     for comp in report["components"]:
         lines.append("  %-4s -> %-5s -> %-12s %s exit %s%s" % (
             comp["label"], comp["partition"], compress(comp["nodes"]) or "-", comp["state"], comp["exit_code"],
-            " (job %s, started %s min after the job)" % (comp["job_id"], comp["delay_min"])
+            " (job %s, +%s min)" % (comp["job_id"], comp["delay_min"])
             if comp.get("role") == "delayed" else ""))
     ex = report["exchange"]
     gws = "; ".join("%s %s" % (g["gateway"], ", ".join("%s %s" % (d, _size(v["bytes"]))
-                                                      for d, v in g["directions"].items()) or "0 B")
+                                                       for d, v in g["directions"].items()) or "0 B")
                     for g in report["gateways"])
     lines.append("gateways: %s (%d/%d messages verified)" % (gws or "none", ex["verified"], ex["messages"]))
     nam, gce = report["nam"], report["gce"]
-    lines.append("NAM: %s in %s; GCE: %s" % (
-        _size(nam["bytes"]),
-        ", ".join("%s @%s (allocation %s, %s)" % (a["device"], a["offset"], a["id"], a["name"])
-                  for a in nam["allocations"]) or "no allocation",
-        "communicator %s (comm id %s on %s, %s members)" % (gce["id"], gce["comm_id"], gce["device"], gce["size"])
-        if gce and gce.get("id") is not None else "software fallback" if gce else "not used"))
+    lines.append("NAM: %s" % ("; ".join("%s on %s (allocation %s at offset %s)" % (_size(a["size"]), a["device"],
+                                                                                   a["id"], a["offset"])
+                                        for a in nam["allocations"]) or "no allocation"))
+    if gce and gce.get("id") is not None:
+        gce_text = "communicator %s on %s (comm id %s, %s ranks)" % (gce["id"], gce["device"], gce["comm_id"], gce["size"])
+    else:
+        gce_text = "software fallback" if gce else "not used"
+    lines.append("GCE: %s" % gce_text)
     fab = report["fabric"]
-    lines.append("fabric: EXTOLL network %s, %s routing (tables v%s, max %s hops); %s" % (
+    lines.append("fabric: EXTOLL %s, %s routing (tables v%s, max %s hops), %s" % (
         fab["status"], fab["algorithm"], fab["routes_version"], fab["max_hops"],
         " -> ".join(fab["path"]) if fab["path"] else "no path between the job's ESB nodes"))
     by_sensor = {}

@@ -77,20 +77,21 @@ def test_report_is_plain_json():
 
 def test_lines_give_one_line_per_component_and_one_per_subsystem():
     lines = workflow_report_lines(workflow_report(RAW))
-    assert len(lines) == 1 + 3 + 4
+    assert len(lines) == 1 + 3 + 5
     assert lines[0].startswith("job 41 (demo-workflow-1) on dev3: COMPLETED")
     assert "esb[01-02]" in lines[2] and "exit 0" in lines[2]
-    assert "started 1 min after the job" in lines[3]
+    assert "(job 43, +1 min)" in lines[3]
     assert "gw01 extoll->ib 2.0 MiB, ib->extoll 4.0 MiB" in lines[4] and "(1/2 messages verified)" in lines[4]
-    assert "1.0 GiB in nam01" in lines[5] and "communicator 3" in lines[5]
-    assert "up, DimensionOrder routing" in lines[6] and "esb01 -> esb02" in lines[6]
-    assert lines[7] == "monitoring: load/load1: cm01 1.25, esb01 0.75"
+    assert lines[5] == "NAM: 1.0 GiB on nam01 (allocation 7 at offset 0)"
+    assert lines[6] == "GCE: communicator 3 on gce01 (comm id 1, 2 ranks)"
+    assert lines[7] == "fabric: EXTOLL up, DimensionOrder routing (tables v5, max 3 hops), esb01 -> esb02"
+    assert lines[8] == "monitoring: load/load1: cm01 1.25, esb01 0.75"
 
 
 def test_sections_without_answers_say_so_instead_of_failing():
     lines = workflow_report_lines(workflow_report({"job": {"job_id": 9, "state": "FAILED", "components": []}}))
     assert "gateways: none (0/0 messages verified)" in lines
-    assert "NAM: 0 B in no allocation; GCE: not used" in lines
+    assert "NAM: no allocation" in lines and "GCE: not used" in lines
     assert lines[-1] == "monitoring: no readings"
 
 
