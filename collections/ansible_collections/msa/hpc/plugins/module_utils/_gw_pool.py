@@ -298,8 +298,8 @@ class GatewayPool:
                 # the state may have moved while we probed (a job took it, an operator marked it): re-read it
                 row = db.execute("SELECT g.state, g.reason, a.job_id FROM gateways g LEFT JOIN allocations a "
                                  "ON a.gateway = g.name WHERE g.name=?", (g["name"],)).fetchone()
-                if row is None or row["job_id"] is not None or (row["state"], row["reason"]) != (g["state"],
-                                                                                               g["reason"]):
+                if (row is None or row["job_id"] is not None
+                        or (row["state"], row["reason"]) != (g["state"], g["reason"])):
                     continue
                 if problem and g["state"] == "up":
                     db.execute("UPDATE gateways SET state='down', reason=? WHERE name=?",

@@ -117,7 +117,11 @@ system_info:
     totals: {description: "node_count, nodes, states (state to count), cpus, cpus_allocated, memory_mb, gpus.", type: dict}
     modules: {description: One entry per MSA module with its partitions and the totals of its nodes., type: list, elements: dict}
     partitions: {description: "One entry per partition - name, module, state, default, max_time_minutes and totals.", type: list, elements: dict}
-    nodes: {description: "One entry per node - name, state, flags, partitions, cpus, cpus_allocated, memory_mb, gpus, gres, features, address.", type: list, elements: dict}
+    nodes:
+      description: "One entry per node - name, state, flags, partitions, cpus, cpus_allocated, memory_mb, gpus, gres,
+        features, address."
+      type: list
+      elements: dict
     licenses: {description: "Licence name to total, used, free.", type: dict}
     resources: {description: "gateways, nam (unit GiB) and gce (with available) as total, used, free.", type: dict}
     fabric: {description: "status, up, nodes, nodes_up, routing of the EXTOLL fabric, or null.", type: dict}

@@ -165,9 +165,8 @@ def add_account(root, uid, gid):
     so names resolve in every engine; udocker's --hostauth does not reach through Debian's fakechroot."""
     try:
         user = pwd.getpwuid(uid)
-        lines = {"passwd": "%s:x:%d:%d:%s:%s:%s" % (user.pw_name, uid, gid, user.pw_gecos, user.pw_dir,
-                                                   "/bin/bash" if os.path.exists(os.path.join(root, "bin/bash"))
-                                                   else "/bin/sh")}
+        shell = "/bin/bash" if os.path.exists(os.path.join(root, "bin/bash")) else "/bin/sh"
+        lines = {"passwd": "%s:x:%d:%d:%s:%s:%s" % (user.pw_name, uid, gid, user.pw_gecos, user.pw_dir, shell)}
     except KeyError:
         lines = {}
     try:

@@ -187,11 +187,13 @@ def test_module_creates_the_pusher_file_and_keeps_its_global_section_current(tmp
     assert not run_module(capsys, **args)["changed"]
     # a plugin added later by another call keeps the global section; a new broker reaches the file
     run_module(capsys, plugin="tester", groups=[{"name": "t", "numSensors": 1}], config_dir=str(tmp_path))
-    moved = run_module(capsys, **dict(args, pusher_global=dict(settings, mqttBroker="10.0.0.2:1883")))
+    moved_args = dict(args)
+    moved_args["pusher_global"] = dict(settings, mqttBroker="10.0.0.2:1883")
+    moved = run_module(capsys, **moved_args)
     assert moved["changed"] and moved["files_changed"] == [str(tmp_path / "dcdbpusher.conf")]
     root = D.load_info(str(tmp_path / "dcdbpusher.conf"))
     assert root.get("global").value_of("mqttBroker") == "10.0.0.2:1883"
-    assert [name for name, _ in D.pusher_plugins(root)] == ["procfs", "tester"]
+    assert [entry[0] for entry in D.pusher_plugins(root)] == ["procfs", "tester"]
 
 
 def test_pusher_global_rejects_a_nested_value_naming_it():

@@ -11,7 +11,7 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.msa.hpc.plugins.modules import slurm_packjob
-from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.test_slurmrest import (  # noqa: F401 (fixture)
+from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.test_slurmrest import (  # noqa: F401  # pylint: disable=unused-import
     TOKEN, FakeSlurmrestd, slurmrestd)
 
 JOB = {"name": "coupled", "components": [{"partition": "cm", "nodes": 1, "command": "hostname"},
@@ -72,7 +72,7 @@ def test_a_job_over_rest_reports_what_the_cli_reports(slurmrestd):
 
 def test_a_job_already_in_the_queue_is_not_submitted_again_over_rest(slurmrestd):
     FakeSlurmrestd.queue = {"meta": {}, "errors": [], "jobs": [_record(710, "RUNNING", 0, "cm01"),
-                                                                 _record(711, "RUNNING", 1, "esb01")]}
+                                                               _record(711, "RUNNING", 1, "esb01")]}
     done = _run(_rest(slurmrestd))
     assert not done.failed and not done.result["changed"] and FakeSlurmrestd.submitted == []
 
