@@ -560,21 +560,36 @@ def _arbitration(name, token):
     tag = format_comment([(ALT_COMMENT_KEY, name), ("set", token)]) + ";"
     return [
         "# module_list arbitration (seed 004 §5.1.2 plussingleton): the first alternative to start runs.",
-        "msa_siblings() {",
-        '  squeue --noheader --user="$(id -un)" --name=%s --states=all --format="%%i|%%T|%%N|%%k" 2>/dev/null |'
+        # The queue is read until squeue answers: an unanswered query (slurmctld busy) must not read as
+        # "no siblings", or two alternatives that started together would both run.
+        "msa_queue() {",
+        "  local tries=0",
+        '  until msa_q=$(squeue --noheader --user="$(id -un)" --name=%s --states=all --format="%%i|%%T|%%N|%%k"); do'
         % shlex.quote(name),
-        "    awk -F'|' -v me=\"$SLURM_JOB_ID\" -v tag=%s 'index($4, tag) == 1 && $1 != me {print $1 \"|\" $2 \"|\" $3}'"
-        % shlex.quote(tag),
+        "    tries=$((tries + 1))",
+        '    if [ "$tries" -ge "${MSA_ALT_TRIES:-30}" ]; then',
+        '      echo "msa: alternative $SLURM_JOB_ID of %s cannot read the queue (squeue failed $tries times)" >&2'
+        % name,
+        "      exit 1",
+        "    fi",
+        '    sleep "${MSA_ALT_RETRY:-2}"',
+        "  done",
+        "  msa_q=$(printf '%%s\\n' \"$msa_q\" | awk -F'|' -v me=\"$SLURM_JOB_ID\" -v tag=%s"
+        " 'index($4, tag) == 1 && $1 != me {print $1 \"|\" $2 \"|\" $3}')" % shlex.quote(tag),
         "}",
-        "msa_pending() { msa_siblings | awk -F'|' '$2 == \"PENDING\" {print $1}' | paste -sd, -; }",
+        "msa_pending() { printf '%s\\n' \"$msa_q\" | awk -F'|' '$2 == \"PENDING\" {print $1}' | paste -sd, -; }",
+        "msa_queue",
         "msa_ids=$(msa_pending)",
         '[ -n "$msa_ids" ] && scontrol hold "$msa_ids" >/dev/null 2>&1',
+        "msa_queue",
         "msa_ids=$(msa_pending)",
         '[ -n "$msa_ids" ] && scancel ${msa_ids//,/ }',
         # A sibling the scheduler started in the same cycle may still read PENDING (and refuse the hold):
         # give squeue time to show it before deciding who yields (the lowest started id runs).
         'sleep "${MSA_ALT_SETTLE:-5}"',
-        "msa_first=$(msa_siblings | awk -F'|' -v me=\"$SLURM_JOB_ID\" '$2 != \"PENDING\" && $3 != \"\" && $1 + 0 < me + 0"
+        "msa_queue",
+        "msa_first=$(printf '%s\\n' \"$msa_q\" | awk -F'|' -v me=\"$SLURM_JOB_ID\" '$2 != \"PENDING\" && $3 != \"\""
+        " && $1 + 0 < me + 0"
         " {print $1}' | sort -n | head -n 1)",
         'if [ -n "$msa_first" ]; then',
         '  echo "msa: alternative job $msa_first of %s started first and runs instead" >&2' % name,

@@ -177,10 +177,8 @@ ARBITRATION_CASES = [
 ]
 
 
-@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("awk") is None, reason="needs bash and awk")
-@pytest.mark.parametrize("me, siblings, held, cancelled, runs", ARBITRATION_CASES)
-def test_arbitration_script_drops_pending_siblings_and_yields_to_a_lower_started_one(
-        tmp_path, me, siblings, held, cancelled, runs):
+def _run_arbitration(tmp_path, me, siblings, squeue_failures=0, tries=30):
+    """Run an alternative's script against a fake queue; returns (process, log entries)."""
     job = {"name": "anywhere", "module_list": [{"partition": "cm", "command": "./app"},
                                                {"partition": "booster", "command": "./app"}]}
     script = plan(validate(job, SYSTEM), token="feed0001")[0]["script"]
@@ -189,23 +187,56 @@ def test_arbitration_script_drops_pending_siblings_and_yields_to_a_lower_started
     state.write_text("".join(line.format(tag=tag) + "\n" for line in siblings + ["%s|RUNNING|cm02|%s" % (me, tag)]))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    log = tmp_path / "log"
-    # squeue prints the fake queue, with held jobs still PENDING and cancelled ones gone from PENDING
-    (bin_dir / "squeue").write_text("#!/bin/bash\nwhile IFS='|' read -r i s n c; do\n"
-                                    "  grep -qx \"scancel $i\" %s 2>/dev/null && s=CANCELLED\n"
-                                    "  echo \"$i|$s|$n|$c\"\ndone < %s\n" % (log, state))
+    log, calls = tmp_path / "log", tmp_path / "squeue-calls"
+    # squeue fails its first `squeue_failures` calls (slurmctld busy), then prints the fake queue, with held jobs
+    # still PENDING and cancelled ones gone from PENDING
+    (bin_dir / "squeue").write_text(
+        "#!/bin/bash\necho x >> %s\n"
+        "if [ $(wc -l < %s) -le %d ]; then echo 'squeue: error: Socket timed out on send/recv operation' >&2; exit 1; fi\n"
+        "while IFS='|' read -r i s n c; do\n"
+        "  grep -qx \"scancel $i\" %s 2>/dev/null && s=CANCELLED\n"
+        "  echo \"$i|$s|$n|$c\"\ndone < %s\n" % (calls, calls, squeue_failures, log, state))
     (bin_dir / "scontrol").write_text("#!/bin/bash\necho \"hold $2\" >> %s\n" % log)
     (bin_dir / "scancel").write_text("#!/bin/bash\nfor i in \"$@\"; do echo \"scancel $i\" >> %s; done\n" % log)
     (bin_dir / "srun").write_text("#!/bin/bash\necho \"run $*\" >> %s\n" % log)
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
-    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), SLURM_JOB_ID=me, MSA_ALT_SETTLE="0")
+    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), SLURM_JOB_ID=me, MSA_ALT_SETTLE="0",
+               MSA_ALT_RETRY="0", MSA_ALT_TRIES=str(tries))
     proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
+    return proc, (log.read_text().splitlines() if log.exists() else [])
+
+
+needs_bash_awk = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("awk") is None,
+                                    reason="needs bash and awk")
+
+
+@needs_bash_awk
+@pytest.mark.parametrize("me, siblings, held, cancelled, runs", ARBITRATION_CASES)
+def test_arbitration_script_drops_pending_siblings_and_yields_to_a_lower_started_one(
+        tmp_path, me, siblings, held, cancelled, runs):
+    proc, entries = _run_arbitration(tmp_path, me, siblings)
     assert proc.returncode == 0, proc.stderr
-    entries = log.read_text().splitlines() if log.exists() else []
     assert ("hold " + held in entries) if held else not any(e.startswith("hold") for e in entries)
     assert [e[len("scancel "):] for e in entries if e.startswith("scancel")] == (cancelled.split() if cancelled else [])
     assert ("run ./app" in entries) == runs
+
+
+@needs_bash_awk
+def test_arbitration_waits_for_a_busy_controller_instead_of_reading_an_empty_queue(tmp_path):
+    # 102 and 101 started together; squeue times out twice: 102 must still see 101 and yield
+    proc, entries = _run_arbitration(tmp_path, "102", ["101|RUNNING|cm01|{tag}alternative=0"], squeue_failures=2)
+    assert proc.returncode == 0, proc.stderr
+    assert entries == ["scancel 102"]
+
+
+@needs_bash_awk
+def test_arbitration_fails_clearly_and_runs_nothing_when_the_queue_never_answers(tmp_path):
+    proc, entries = _run_arbitration(tmp_path, "102", ["101|RUNNING|cm01|{tag}alternative=0"],
+                                     squeue_failures=99, tries=3)
+    assert proc.returncode == 1
+    assert "alternative 102 of anywhere cannot read the queue (squeue failed 3 times)" in proc.stderr
+    assert entries == []
 
 
 # --- validation ---
