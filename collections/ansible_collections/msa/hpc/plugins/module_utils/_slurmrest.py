@@ -50,6 +50,12 @@ class SlurmRestError(TransportError):
 
 # --- sbatch → job properties ---------------------------------------------------------------------------------------
 
+def rest_argument_spec():
+    """The slurmrestd options of the modules that can use it (documented in doc fragment msa.hpc.slurmrest)."""
+    return dict(rest_url=dict(type="str"), rest_user=dict(type="str"), rest_token=dict(type="str", no_log=True),
+                rest_timeout=dict(type="int", default=10))
+
+
 def _options(words, where):
     """``[(option, value)]`` from sbatch long options (``--name=value``, ``--flag``); others are refused."""
     out = []

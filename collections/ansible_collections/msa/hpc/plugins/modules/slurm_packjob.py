@@ -51,6 +51,8 @@ attributes:
     description: Target OS/families that can be operated against.
     platforms: posix
     support: full
+extends_documentation_fragment:
+  - msa.hpc.slurmrest
 options:
   name:
     description: Job name; with the user it identifies the job for idempotency.
@@ -189,19 +191,6 @@ options:
     type: str
     choices: [cli, rest]
     default: cli
-  rest_url:
-    description: Base URL of slurmrestd, for example C(http://mgmt01:6820).
-    type: str
-  rest_user:
-    description: User the jobs are submitted as and looked up for (C(X-SLURM-USER-NAME)); the token must be minted for this user.
-    type: str
-  rest_token:
-    description: JWT of O(rest_user) (C(scontrol token username=<rest_user> lifespan=<seconds>)); never printed.
-    type: str
-  rest_timeout:
-    description: Seconds to wait for one slurmrestd request.
-    type: int
-    default: 10
   rest_validate_certs:
     description: Verify the TLS certificate of an C(https://) O(rest_url).
     type: bool
@@ -334,7 +323,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.msa.hpc.plugins.module_utils._packjob import (
     CliTransport, PackJobError, TransportError, all_ids, cancel_targets, fill_leader, find_ids, plan, results,
     validate)
-from ansible_collections.msa.hpc.plugins.module_utils._slurmrest import RestTransport
+from ansible_collections.msa.hpc.plugins.module_utils._slurmrest import RestTransport, rest_argument_spec
 
 _COMPONENT = dict(
     partition=dict(type="str"), module=dict(type="str"), nodes=dict(type="int", default=1),
@@ -361,8 +350,8 @@ def argument_spec():
         wait=dict(type="bool", default=False), wait_timeout=dict(type="int", default=600),
         poll_interval=dict(type="int", default=5), fail_on_error=dict(type="bool", default=True),
         transport=dict(type="str", choices=["cli", "rest"], default="cli"),
-        rest_url=dict(type="str"), rest_user=dict(type="str"), rest_token=dict(type="str", no_log=True),
-        rest_timeout=dict(type="int", default=10), rest_validate_certs=dict(type="bool", default=True),
+        **rest_argument_spec(),
+        rest_validate_certs=dict(type="bool", default=True),
         rest_chdir=dict(type="path", default="/tmp"),
     )
 

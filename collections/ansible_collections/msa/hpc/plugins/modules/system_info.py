@@ -36,6 +36,8 @@ attributes:
     description: Target OS/families that can be operated against.
     platforms: posix
     support: full
+extends_documentation_fragment:
+  - msa.hpc.slurmrest
 options:
   source:
     description:
@@ -43,19 +45,6 @@ options:
     type: str
     choices: [auto, rest, cli]
     default: auto
-  rest_url:
-    description: Base URL of slurmrestd, for example C(http://mgmt01:6820).
-    type: str
-  rest_user:
-    description: User name sent as C(X-SLURM-USER-NAME); the token must have been minted for this user.
-    type: str
-  rest_token:
-    description: JWT sent as C(X-SLURM-USER-TOKEN) (C(scontrol token username=<rest_user>)); never printed.
-    type: str
-  rest_timeout:
-    description: Seconds to wait for one HTTP request.
-    type: int
-    default: 10
   validate_certs:
     description: Verify TLS certificates of C(https://) endpoints.
     type: bool
@@ -130,7 +119,7 @@ system_info:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
-from ansible_collections.msa.hpc.plugins.module_utils._slurmrest import RestTransport, SlurmRestError
+from ansible_collections.msa.hpc.plugins.module_utils._slurmrest import RestTransport, SlurmRestError, rest_argument_spec
 from ansible_collections.msa.hpc.plugins.module_utils._system_info import (
     SystemInfoError, fabric_from_emp, from_cli, from_rest, validate)
 
@@ -138,8 +127,8 @@ from ansible_collections.msa.hpc.plugins.module_utils._system_info import (
 def argument_spec():
     return dict(
         source=dict(type="str", choices=["auto", "rest", "cli"], default="auto"),
-        rest_url=dict(type="str"), rest_user=dict(type="str"), rest_token=dict(type="str", no_log=True),
-        rest_timeout=dict(type="int", default=10), validate_certs=dict(type="bool", default=True),
+        **rest_argument_spec(),
+        validate_certs=dict(type="bool", default=True),
         license_totals=dict(type="dict", default={}), partition_modules=dict(type="dict", default={}),
         fabric_endpoint=dict(type="str"), fabric_token=dict(type="str", no_log=True),
     )

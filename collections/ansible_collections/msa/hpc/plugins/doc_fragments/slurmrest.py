@@ -1,0 +1,25 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+"""Documentation of the slurmrestd options the msa.hpc Slurm modules share (endpoint, user, token, timeout)."""
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  rest_url:
+    description: Base URL of slurmrestd, for example C(http://mgmt01:6820).
+    type: str
+  rest_user:
+    description:
+      - User sent as C(X-SLURM-USER-NAME); requests run as this user and the token must have been minted for it.
+    type: str
+  rest_token:
+    description: JWT of O(rest_user) (C(scontrol token username=<rest_user> lifespan=<seconds>)); never printed.
+    type: str
+  rest_timeout:
+    description: Seconds to wait for one slurmrestd request.
+    type: int
+    default: 10
+"""
