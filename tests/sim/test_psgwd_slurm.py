@@ -22,8 +22,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 UID, GID = os.getuid(), os.getgid()
 
 
-def scontrol_text(workdir, licenses="gateway:2", comment="gw_plugin=booster,gw_cleanup", boosters="booster[01-03]"):
-    user = "UserId=alice(%d) GroupId=alice(%d)" % (UID, GID)
+def scontrol_text(workdir, licenses="gateway:2", comment="gw_plugin=booster,gw_cleanup", boosters="booster[01-03]",
+                  uid=UID, gid=GID):
+    user = "UserId=alice(%d) GroupId=alice(%d)" % (uid, gid)
     return (
         "JobId=200 HetJobId=200 HetJobOffset=0 JobName=hello %s Priority=1 Partition=cm JobState=CONFIGURING "
         "NodeList=cluster[01-02] BatchHost=cluster01 Licenses=%s Comment=%s WorkDir=%s\n"
@@ -121,6 +122,59 @@ def test_epilog_keeps_the_routing_file_without_cleanup_and_runs_twice_harmlessly
     assert run(site, "epilog")[0] == 0
     assert run(site, "epilog")[0] == 0
     assert (site.workdir / "routes.txt").exists()
+
+
+HELPER = ROOT / "collections/ansible_collections/msa/hpc/roles/gateway/files/msa-gw-userfile"
+
+
+@pytest.fixture
+def as_slurm_user(site, monkeypatch):
+    """The hooks run as SlurmUser (uid 4242) for alice (uid 1234): a fake sudo records its arguments and runs the
+    role's real helper."""
+    monkeypatch.setattr(slurm.os, "geteuid", lambda: 4242)
+    site.record.write_text(scontrol_text(site.workdir, uid=1234, gid=1234))
+    bin_dir = site.tmp / "bin"
+    bin_dir.mkdir()
+    sudo = bin_dir / "sudo"
+    sudo.write_text('#!/bin/sh\necho "$*" >> %s\n[ -e %s ] && { echo "sudo: a password is required" >&2; exit 1; }\n'
+                    'shift 3\nexec "$@"\n' % (site.tmp / "sudo.log", site.tmp / "refuse"))
+    sudo.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
+    site.argv += ["--user-helper", str(HELPER)]
+    return site.tmp / "sudo.log"
+
+
+def test_hooks_running_as_slurm_user_write_and_remove_the_routing_file_as_the_job_user_through_sudo(
+        site, as_slurm_user):
+    code, out = run(site, "prolog")
+    assert code == 0, out
+    route = site.workdir / "psgw-route-200"
+    assert len(R.read_routing_file(str(route)).gateways) == 2
+    assert oct(route.stat().st_mode & 0o777) == "0o644"
+    assert as_slurm_user.read_text().splitlines() == ["-n -u #1234 %s write %s" % (HELPER, route)]
+    assert run(site, "epilog")[0] == 0
+    assert not route.exists()  # gw_cleanup
+    assert as_slurm_user.read_text().splitlines()[-1] == "-n -u #1234 %s remove %s" % (HELPER, route)
+    assert not list(site.workdir.glob(".psgw-route-200.tmp*"))
+
+
+def test_a_refused_sudo_fails_the_prolog_for_requeue_naming_the_file_and_frees_the_gateways(site, as_slurm_user):
+    (site.tmp / "refuse").touch()
+    code, _ = run(site, "prolog")
+    assert code == slurm.REQUEUE
+    assert not (site.workdir / "psgw-route-200").exists()
+    with P.GatewayPool(site.db) as pool:
+        assert pool.counts()["free"] == 2
+    log = as_slurm_user.read_text()
+    assert "write %s" % (site.workdir / "psgw-route-200") in log
+    assert "append %s" % (site.workdir / "JOB-200-psgw.err") in log  # the error file is tried too
+
+
+def test_the_helper_refuses_relative_paths_and_unknown_actions(tmp_path):
+    import subprocess
+    for argv, why in ((["write", "rel/path"], "not an absolute path"), (["chmod", str(tmp_path / "x")], "usage")):
+        proc = subprocess.run([str(HELPER)] + argv, input=b"", capture_output=True, check=False)
+        assert proc.returncode == 2 and why in proc.stderr.decode()
 
 
 def test_busy_pool_makes_the_prolog_fail_for_requeue_without_leaking_gateways(site):

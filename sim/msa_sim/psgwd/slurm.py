@@ -266,6 +266,12 @@ def health(env, opts, out=sys.stdout):
 
 # --------------------------------------------------------------------------- files as the job's user
 
+# Run through sudo as the job's user when the hooks are not root (PrologSlurmctld runs as SlurmUser): writes a
+# file from stdin atomically, appends stdin to one, or removes one. The role installs it with a sudoers rule
+# that lets SlurmUser run it as any user but root.
+USER_FILE_HELPER = "/usr/local/libexec/msa-gw-userfile"
+
+
 def as_user(uid, gid, func):
     """Run ``func()`` with the job user's identity (a forked child when we are root), so root-squashed
     home directories work and the file belongs to the user."""
@@ -290,12 +296,39 @@ def as_user(uid, gid, func):
     return None
 
 
-def write_error_file(job, message):
-    def append():
-        with open(job.error_file, "a", encoding="utf-8") as fh:
-            fh.write("gateway startup failed:\n%s\n" % message)
+def _file_action(action, path, data):
+    if action == "write":
+        R.write_atomic(path, data)
+    elif action == "append":
+        with open(path, "ab") as fh:
+            fh.write(data)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
+def user_file(uid, gid, action, path, data=b"", helper=USER_FILE_HELPER):
+    """``write`` (atomically), ``append`` or ``remove`` ``path`` as the job's user.
+
+    As root: a child with the user's identity. As another user (SlurmUser) for a job of a third user: the helper
+    through ``sudo -n -u #uid``; a job of root's, or of our own, is served with our own identity."""
+    me = os.geteuid()
+    if me == 0 or uid in (None, 0, me):
+        return as_user(uid, gid, lambda: _file_action(action, path, data))
+    argv = ["sudo", "-n", "-u", "#%d" % uid, helper, action, path]
     try:
-        as_user(job.uid, job.gid, append)
+        proc = subprocess.run(argv, input=data, capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PrologError("cannot run %s as uid %s: %s" % (helper, uid, exc))
+    if proc.returncode != 0:
+        why = proc.stderr.decode("utf-8", "replace").strip() or "exit %d" % proc.returncode
+        raise PrologError("%s of %s as uid %s failed: %s" % (action, path, uid, why))
+    return None
+
+
+def write_error_file(job, message, helper=USER_FILE_HELPER):
+    try:
+        user_file(job.uid, job.gid, "append", job.error_file,
+                  ("gateway startup failed:\n%s\n" % message).encode("utf-8"), helper)
     except (OSError, PrologError):
         pass
 
@@ -339,7 +372,7 @@ def prolog(env, opts, out=sys.stdout):
                 teardown(job.job_id, pool, opts, out, quiet=True)
                 raise
     except PrologError as exc:
-        write_error_file(job, str(exc))
+        write_error_file(job, str(exc), opts.user_helper)
         raise
     return 0
 
@@ -356,8 +389,8 @@ def setup(job, pool, alloc, settings, opts, out):
     except R.RoutingError as exc:
         raise PrologError("job %s: %s" % (job.job_id, exc))
     try:
-        as_user(job.uid, job.gid, lambda: R.write_routing_file(job.routing_file, table))
-    except OSError as exc:
+        user_file(job.uid, job.gid, "write", job.routing_file, R.format_routing(table), opts.user_helper)
+    except (OSError, PrologError) as exc:
         raise PrologError("job %s: cannot write routing file %s: %s" % (job.job_id, job.routing_file, exc))
     out.write("psgw: job %s: %d gateways %s, %d routes (%s) in %s\n" % (
         job.job_id, len(endpoints), " ".join(endpoints), len(table), job.strategy, job.routing_file))
@@ -399,11 +432,8 @@ def teardown(job_id, pool, opts, out, quiet=False):
             pool.set_state([gw["name"]], "down", "psgwd of job %s not stopped: %s" % (job_id, exc))
     info = alloc["info"]
     if info.get("cleanup") and info.get("routing_file"):
-        def remove():
-            if os.path.exists(info["routing_file"]):
-                os.unlink(info["routing_file"])
         try:
-            as_user(info.get("uid"), info.get("gid"), remove)
+            user_file(info.get("uid"), info.get("gid"), "remove", info["routing_file"], helper=opts.user_helper)
         except (OSError, PrologError) as exc:
             out.write("psgw: job %s: cannot remove %s: %s\n" % (job_id, info["routing_file"], exc))
     pool.release(job_id)
@@ -444,6 +474,8 @@ def main(argv=None, env=None, out=sys.stdout):
     ap.add_argument("--report-dir", default=env.get("MSA_GW_REPORT_DIR", "/var/lib/msa-gw/reports"))
     ap.add_argument("--reservation", default=env.get("MSA_GW_RESERVATION", RESERVATION),
                     help="license-only reservation holding the licences of unavailable gateways ('' for none)")
+    ap.add_argument("--user-helper", default=env.get("MSA_GW_USER_HELPER", USER_FILE_HELPER),
+                    help="run through sudo as the job's user to write its files when the hooks are not root")
     ap.add_argument("--health-timeout", type=float, default=HEALTH_TIMEOUT, help="seconds an agent has to answer")
     opts = ap.parse_args(argv)
     try:

@@ -170,7 +170,11 @@ def format_routing(table):
 
 def write_routing_file(path, table, mode=0o644):
     """Write atomically (temporary file, then rename) so a job never reads half a routing file."""
-    data = format_routing(table)
+    return write_atomic(path, format_routing(table), mode)
+
+
+def write_atomic(path, data, mode=0o644):
+    """Write ``data`` (bytes) to ``path`` through a temporary file and a rename; returns the byte count."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, ".%s.tmp%d" % (os.path.basename(path), os.getpid()))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
