@@ -9,7 +9,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(BIN):$(PATH)
 STEP = @printf '[%s] == %s\n' "$$(date +%H:%M:%S)" 
 
-.PHONY: setup demo sim-up sim-down site test unit lint molecule bench clean
+.PHONY: setup demo sim-up sim-down site test unit lint molecule verify bench clean
 
 setup:            ## packages, host fixes, venv, node image (each skipped when already there)
 	bash scripts/setup.sh
@@ -44,6 +44,11 @@ molecule: setup   ## build the simulated system, converge, idempotence, verify, 
 	$(STEP) "molecule test (default scenario: $(SYSTEM))"
 	$(BIN)/molecule test -s default
 	bash scripts/check_clean.sh $(SYSTEM)
+
+CHECK ?= faults
+verify:           ## run one of molecule's checks against a running system: make verify SYSTEM=dev CHECK=faults
+	$(STEP) "molecule/default/verify_$(CHECK).yml on $(SYSTEM)"
+	$(BIN)/ansible-playbook $(INVENTORY) molecule/default/verify_$(CHECK).yml
 
 test: unit lint molecule ## the README's second command (and what .ci/run calls)
 
