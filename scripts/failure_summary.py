@@ -25,6 +25,10 @@ def summarize(lines, limit=6, width=300):
     block = None  # the failure whose message (the lines after it) is being read
     for raw in lines:
         line = FRAME.sub("", ANSI.sub("", raw), count=1).rstrip()
+        if line.strip() == "...ignoring":  # the task's failures were ignored (ignore_errors)
+            found = [f for f in found if not f[0].endswith(" / " + task)]
+            block = None
+            continue
         if block is not None:
             if line.strip() and not TASK.match(line) and len(block[1]) < 12:
                 block[1].append(line.strip())
