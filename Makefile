@@ -48,7 +48,7 @@ molecule: setup   ## build the simulated system, converge, idempotence, verify, 
 CHECK ?= faults
 verify:           ## run one of molecule's checks against a running system: make verify SYSTEM=dev CHECK=faults
 	$(STEP) "molecule/default/verify_$(CHECK).yml on $(SYSTEM)"
-	$(BIN)/ansible-playbook $(INVENTORY) molecule/default/verify_$(CHECK).yml
+	$(BIN)/ansible-playbook $(INVENTORY) molecule/default/verify_$(CHECK).yml $(ARGS)
 
 test: unit lint molecule ## the README's second command (and what .ci/run calls)
 
