@@ -597,6 +597,16 @@ def _arbitration(name, token):
         '  scancel "$SLURM_JOB_ID" 2>/dev/null',
         "  exit 0",
         "fi",
+        # The winner stays visible as running until every sibling that started with it has yielded: a sibling
+        # that reads the queue after the winner ended would no longer see it started (a finished job shows no
+        # nodes) and run as well. Bounded: a sibling that never yields does not keep the job from running.
+        "msa_waited=0",
+        'while [ "$msa_waited" -lt "${MSA_ALT_WAIT:-120}" ]; do',
+        "  msa_queue",
+        "  [ -z \"$(printf '%s\\n' \"$msa_q\" | awk -F'|' '$2 == \"RUNNING\" || $2 == \"CONFIGURING\" {print $1}')\" ] && break",
+        '  sleep "${MSA_ALT_POLL:-1}"',
+        "  msa_waited=$((msa_waited + 1))",
+        "done",
     ]
 
 

@@ -177,7 +177,7 @@ ARBITRATION_CASES = [
 ]
 
 
-def _run_arbitration(tmp_path, me, siblings, squeue_failures=0, tries=30):
+def _run_arbitration(tmp_path, me, siblings, squeue_failures=0, tries=30, siblings_end_after=0):
     """Run an alternative's script against a fake queue; returns (process, log entries)."""
     job = {"name": "anywhere", "module_list": [{"partition": "cm", "command": "./app"},
                                                {"partition": "booster", "command": "./app"}]}
@@ -189,20 +189,23 @@ def _run_arbitration(tmp_path, me, siblings, squeue_failures=0, tries=30):
     bin_dir.mkdir()
     log, calls = tmp_path / "log", tmp_path / "squeue-calls"
     # squeue fails its first `squeue_failures` calls (slurmctld busy), then prints the fake queue, with held jobs
-    # still PENDING and cancelled ones gone from PENDING
+    # still PENDING and cancelled ones gone from PENDING; after `siblings_end_after` calls running siblings have
+    # ended (yielded)
     (bin_dir / "squeue").write_text(
         "#!/bin/bash\necho x >> %s\n"
         "if [ $(wc -l < %s) -le %d ]; then echo 'squeue: error: Socket timed out on send/recv operation' >&2; exit 1; fi\n"
         "while IFS='|' read -r i s n c; do\n"
         "  grep -qx \"scancel $i\" %s 2>/dev/null && s=CANCELLED\n"
-        "  echo \"$i|$s|$n|$c\"\ndone < %s\n" % (calls, calls, squeue_failures, log, state))
+        "  [ %d -gt 0 ] && [ \"$i\" != %s ] && [ $(wc -l < %s) -gt %d ] && s=${s/RUNNING/CANCELLED}\n"
+        "  echo \"$i|$s|$n|$c\"\ndone < %s\n"
+        % (calls, calls, squeue_failures, log, siblings_end_after, me, calls, siblings_end_after, state))
     (bin_dir / "scontrol").write_text("#!/bin/bash\necho \"hold $2\" >> %s\n" % log)
     (bin_dir / "scancel").write_text("#!/bin/bash\nfor i in \"$@\"; do echo \"scancel $i\" >> %s; done\n" % log)
     (bin_dir / "srun").write_text("#!/bin/bash\necho \"run $*\" >> %s\n" % log)
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), SLURM_JOB_ID=me, MSA_ALT_SETTLE="0",
-               MSA_ALT_RETRY="0", MSA_ALT_TRIES=str(tries))
+               MSA_ALT_RETRY="0", MSA_ALT_TRIES=str(tries), MSA_ALT_POLL="0", MSA_ALT_WAIT="5")
     proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
     return proc, (log.read_text().splitlines() if log.exists() else [])
 
@@ -228,6 +231,16 @@ def test_arbitration_waits_for_a_busy_controller_instead_of_reading_an_empty_que
     proc, entries = _run_arbitration(tmp_path, "102", ["101|RUNNING|cm01|{tag}alternative=0"], squeue_failures=2)
     assert proc.returncode == 0, proc.stderr
     assert entries == ["scancel 102"]
+
+
+@needs_bash_awk
+def test_the_winner_stays_running_until_a_sibling_that_started_with_it_has_yielded(tmp_path):
+    # 101 wins over 102, which started at the same moment: 101 must still be running (visible as started) when 102
+    # decides, so it polls the queue until 102 has ended before its own work runs and ends
+    proc, entries = _run_arbitration(tmp_path, "101", ["102|RUNNING|esb01|{tag}alternative=1"], siblings_end_after=6)
+    assert proc.returncode == 0, proc.stderr
+    assert entries == ["run ./app"]
+    assert len((tmp_path / "squeue-calls").read_text().splitlines()) == 7  # 3 reads, then polls until 102 ended
 
 
 @needs_bash_awk
