@@ -577,7 +577,9 @@ def _arbitration(name, token):
         "  msa_q=$(printf '%%s\\n' \"$msa_q\" | awk -F'|' -v me=\"$SLURM_JOB_ID\" -v tag=%s"
         " 'index($4, tag) == 1 && $1 != me {print $1 \"|\" $2 \"|\" $3}')" % shlex.quote(tag),
         "}",
-        "msa_pending() { printf '%s\\n' \"$msa_q\" | awk -F'|' '$2 == \"PENDING\" {print $1}' | paste -sd, -; }",
+        # the siblings of the last read that an awk condition selects (me: this job's id)
+        "msa_select() { printf '%s\\n' \"$msa_q\" | awk -F'|' -v me=\"$SLURM_JOB_ID\" \"$1\"; }",
+        "msa_pending() { msa_select '$2 == \"PENDING\" {print $1}' | paste -sd, -; }",
         "msa_queue",
         "msa_ids=$(msa_pending)",
         '[ -n "$msa_ids" ] && scontrol hold "$msa_ids" >/dev/null 2>&1',
@@ -588,9 +590,7 @@ def _arbitration(name, token):
         # give squeue time to show it before deciding who yields (the lowest started id runs).
         'sleep "${MSA_ALT_SETTLE:-5}"',
         "msa_queue",
-        "msa_first=$(printf '%s\\n' \"$msa_q\" | awk -F'|' -v me=\"$SLURM_JOB_ID\" '$2 != \"PENDING\" && $3 != \"\""
-        " && $1 + 0 < me + 0"
-        " {print $1}' | sort -n | head -n 1)",
+        "msa_first=$(msa_select '$2 != \"PENDING\" && $3 != \"\" && $1 + 0 < me + 0 {print $1}' | sort -n | head -n 1)",
         'if [ -n "$msa_first" ]; then',
         '  echo "msa: alternative job $msa_first of %s started first and runs instead" >&2' % name,
         # Cancelled, not completed: accounting then shows the one alternative that ran.
@@ -598,12 +598,12 @@ def _arbitration(name, token):
         "  exit 0",
         "fi",
         # The winner stays visible as running until every sibling that started with it has yielded: a sibling
-        # that reads the queue after the winner ended would no longer see it started (a finished job shows no
-        # nodes) and run as well. Bounded: a sibling that never yields does not keep the job from running.
+        # that read the queue after the winner ended ran as well (seen in CI: both COMPLETED), so the winner must
+        # not end first. Bounded: a sibling that never yields does not keep the job from running.
         "msa_waited=0",
         'while [ "$msa_waited" -lt "${MSA_ALT_WAIT:-120}" ]; do',
         "  msa_queue",
-        "  [ -z \"$(printf '%s\\n' \"$msa_q\" | awk -F'|' '$2 == \"RUNNING\" || $2 == \"CONFIGURING\" {print $1}')\" ] && break",
+        "  [ -z \"$(msa_select '$2 == \"RUNNING\" || $2 == \"CONFIGURING\" {print $1}')\" ] && break",
         '  sleep "${MSA_ALT_POLL:-1}"',
         "  msa_waited=$((msa_waited + 1))",
         "done",
