@@ -12,6 +12,7 @@ import sys
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 FRAME = re.compile(r"^\s*(?:[│┃|]\s?)?")  # molecule frames the output of the playbooks it runs
 TASK = re.compile(r"^(TASK|PLAY) \[(.*?)\]")
+HEADER_START = re.compile(r"^(TASK|PLAY) \[[^\]]*$")  # a long header molecule wrapped onto the next line
 FATAL = re.compile(r"^(fatal|failed): \[([^\]]+)\].*?(=>|:)\s*(.*)$")
 PYTEST = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$")
 SANITY = re.compile(r"^ERROR: (.*)$")
@@ -23,8 +24,14 @@ def summarize(lines, limit=6, width=300):
     play = task = ""
     found = []
     block = None  # the failure whose message (the lines after it) is being read
+    header = ""  # the first part of a wrapped TASK or PLAY header
     for raw in lines:
         line = FRAME.sub("", ANSI.sub("", raw), count=1).rstrip()
+        if header:
+            line, header = header + " " + line.strip(), ""
+        if HEADER_START.match(line):
+            header = line
+            continue
         if line.strip() == "...ignoring":  # the task's failures were ignored (ignore_errors)
             found = [f for f in found if not f[0].endswith(" / " + task)]
             block = None

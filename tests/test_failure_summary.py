@@ -36,3 +36,19 @@ def test_failures_are_named_with_play_task_and_message_and_ignored_ones_dropped(
 def test_the_limit_keeps_the_first_failures_and_counts_all():
     shown, total = failure_summary.summarize(["FAILED a::t%d - boom" % i for i in range(9)], limit=2)
     assert total == 9 and [w for w, _ in shown] == ["a::t0", "a::t1"]
+
+
+def test_headers_molecule_wrapped_onto_two_lines_are_joined():
+    log = [
+        "  \x1b[2m│\x1b[0m PLAY [A node unreachable during a deploy leaves the others deployed, and a",
+        "  \x1b[2m│\x1b[0m   re-run converges it] ***",
+        "  \x1b[2m│\x1b[0m TASK [Deploy Slurm with site.yml while the node is unreachable]",
+        "  \x1b[2m│\x1b[0m TASK [Require the deploy to have finished for every other host, the node",
+        "  \x1b[2m│\x1b[0m   reported unreachable] ***",
+        "  \x1b[31m│\x1b[0m fatal: [mgmt01]: FAILED! => {\"msg\": \"no attribute 'dam02'\"}",
+    ]
+    shown, total = failure_summary.summarize(log)
+    assert total == 1
+    assert shown[0] == ("mgmt01: A node unreachable during a deploy leaves the others deployed, and a re-run "
+                        "converges it / Require the deploy to have finished for every other host, the node "
+                        "reported unreachable", "no attribute 'dam02'")
