@@ -7,6 +7,11 @@ SITE   ?= example
 INVENTORY := -i common.yml -i inventories/systems/$(SYSTEM) -i inventories/sites/$(SITE)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(BIN):$(PATH)
+# STRATEGY=mitogen_linear: one persistent Python per host (README "Speed"); unset = ansible.cfg's linear
+ifneq ($(STRATEGY),)
+export ANSIBLE_STRATEGY := $(STRATEGY)
+export ANSIBLE_STRATEGY_PLUGINS := $(wildcard $(VENV)/lib/python3*/site-packages/ansible_mitogen/plugins/strategy)
+endif
 STEP = @printf '[%s] == %s\n' "$$(date +%H:%M:%S)" 
 
 .PHONY: setup demo sim-up sim-down site test unit lint molecule verify bench clean

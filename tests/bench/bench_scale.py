@@ -15,10 +15,11 @@ The system is brought down whatever happens (try/finally, SIGINT and SIGTERM inc
 
 ``make bench`` runs every tests/bench/bench_*.py: a full run of this one takes 30-60 minutes on a 2-core
 machine, so **it is skipped unless MSA_BENCH_SCALE=1** (or ``--sizes`` is given on the command line).
-``--profile`` adds ansible.posix.profile_tasks and prints the slowest tasks of each deploy and re-run;
-``--env VAR=VALUE`` (repeatable) runs every playbook with other Ansible settings, e.g. mitogen (not a
-requirement of the bundle: ``pip install mitogen`` first):
-``--env ANSIBLE_STRATEGY=mitogen_linear --env ANSIBLE_STRATEGY_PLUGINS=<site-packages>/ansible_mitogen/plugins/strategy``.
+``--strategies linear,mitogen_linear`` measures every size under each Ansible strategy in turn (a fresh system
+for each), and prints the ratio between them size by size (mitogen_linear is the bundle's opt-in strategy:
+ansible.cfg's strategy_plugins finds it in the venv). ``--profile`` adds ansible.posix.profile_tasks and prints
+the slowest tasks of each deploy and re-run; ``--env VAR=VALUE`` (repeatable) runs every playbook with other
+Ansible settings.
 Besides wall times it reports CPU seconds (the controller's processes and the system's containers' cgroups),
 which depend much less on what else the machine runs.
 Each playbook's output goes to a log under ``--logdir`` (default /tmp/msa-bench-scale-<time>/).
@@ -88,6 +89,7 @@ class Runner:
 
     def __init__(self, logdir, profile, site, extra_env=()):
         self.extra_env = dict(item.split("=", 1) for item in extra_env)
+        self.strategy = "linear"
         self.logdir = logdir
         self.profile = profile
         self.site = site
@@ -99,12 +101,13 @@ class Runner:
         if self.profile:
             env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.timer,ansible.posix.profile_tasks"
             env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "15"
+        env["ANSIBLE_STRATEGY"] = self.strategy
         env.update(self.extra_env)
         return env
 
     def playbook(self, system, playbook, tag):
         """Run one playbook on `system`; return (seconds, rc, recap {host: counts}, slowest tasks, log path)."""
-        log = os.path.join(self.logdir, "%s-%s.log" % (system, tag))
+        log = os.path.join(self.logdir, "%s-%s-%s.log" % (system, self.strategy, tag))
         cmd = [ANSIBLE_PLAYBOOK, "-i", "common.yml", "-i", "inventories/systems/" + system,
                "-i", "inventories/sites/" + self.site, "playbooks/" + playbook]
         start = time.monotonic()
@@ -171,12 +174,12 @@ def tear_down(runner, system):
 
 def measure(runner, size, site_runs):
     system = "scale%d" % size
-    row = {"nodes": size, "system": system}
+    row = {"nodes": size, "system": system, "strategy": runner.strategy}
     try:
         tear_down(runner, system)   # from nothing, even after an earlier run that was killed hard
         for step, playbook in [("sim_up", "sim_up.yml")] + [("deploy", "site.yml"), ("rerun", "site.yml")][:site_runs]:
             load_before, cpu_before, nodes_before = load1(), controller_cpu(), nodes_cpu(system)
-            say("%s: %s (%s), load %.1f" % (system, step, playbook, load_before))
+            say("%s: %s (%s, %s), load %.1f" % (system, step, playbook, runner.strategy, load_before))
             seconds, rc, recap, slowest, log = runner.playbook(system, playbook, step)
             total = sums(recap)
             row[step] = seconds
@@ -208,6 +211,10 @@ def measure(runner, size, site_runs):
     return row
 
 
+STEPS = (("sim_up", "sim_up"), ("deploy", "deploy"), ("rerun", "re-run"), ("deploy_cpu", "deploy CPU"),
+         ("rerun_cpu", "re-run CPU"))
+
+
 def cpu(row, step):
     if step + "_ctl_cpu" not in row:
         return "-"
@@ -215,7 +222,7 @@ def cpu(row, step):
 
 
 def table(rows):
-    head = ("nodes", "sim_up s", "deploy s", "re-run s", "deploy s/host", "re-run s/host", "re-run changed",
+    head = ("nodes", "strategy", "sim_up s", "deploy s", "re-run s", "deploy s/host", "re-run s/host", "re-run changed",
             "deploy CPU s ctl+nodes", "re-run CPU s ctl+nodes", "load (deploy)", "load (re-run)")
     print("\n" + " | ".join(head))
     print(" | ".join("-" * len(h) for h in head))
@@ -224,23 +231,32 @@ def table(rows):
             if key not in r:
                 return "-"
             return ("%.1f" % (r[key] / r["nodes"])) if per_host else fmt % r[key]
-        print(" | ".join([str(r["nodes"]), cell("sim_up"), cell("deploy"), cell("rerun"), cell("deploy", True),
+        print(" | ".join([str(r["nodes"]), r["strategy"], cell("sim_up"), cell("deploy"), cell("rerun"), cell("deploy", True),
                           cell("rerun", True), cell("rerun_changed", fmt="%d"), cpu(r, "deploy"), cpu(r, "rerun"),
                           cell("deploy_load", fmt="%.1f"),
                           cell("rerun_load", fmt="%.1f")]))
         if "error" in r:
-            print("    %d nodes: %s" % (r["nodes"], r["error"]))
+            print("    %d nodes (%s): %s" % (r["nodes"], r["strategy"], r["error"]))
     done = [r for r in rows if "deploy" in r]
-    if len(done) > 1:
+    growth = []
+    for strategy in dict.fromkeys(r["strategy"] for r in done):
+        mine = [r for r in done if r["strategy"] == strategy]
+        growth += zip(mine, mine[1:])
+    if growth:
         print("\ngrowth between sizes (ratio of times vs ratio of nodes; 1.0 per node ratio = linear):")
-        for a, b in zip(done, done[1:]):
+        for a, b in growth:
             nodes = b["nodes"] / a["nodes"]
-            parts = ["%d -> %d nodes (x%.1f):" % (a["nodes"], b["nodes"], nodes)]
-            for key, label in (("sim_up", "sim_up"), ("deploy", "deploy"), ("rerun", "re-run"),
-                               ("deploy_cpu", "deploy CPU"), ("rerun_cpu", "re-run CPU")):
-                if key in a and key in b:
-                    ratio = b[key] / a[key]
-                    parts.append("%s x%.2f (%.2f of linear)" % (label, ratio, ratio / nodes))
+            parts = ["%s %d -> %d nodes (x%.1f):" % (a["strategy"], a["nodes"], b["nodes"], nodes)]
+            parts += ["%s x%.2f (%.2f of linear)" % (label, b[key] / a[key], b[key] / a[key] / nodes)
+                      for key, label in STEPS if key in a and key in b]
+            print("  " + "  ".join(parts))
+    base = {r["nodes"]: r for r in done if r["strategy"] == done[0]["strategy"]} if done else {}
+    versus = [(base[r["nodes"]], r) for r in done if r["strategy"] != done[0]["strategy"] and r["nodes"] in base]
+    if versus:
+        print("\nstrategies side by side (time or CPU of the second / the first, same size, this run):")
+        for a, b in versus:
+            parts = ["%d nodes, %s / %s:" % (a["nodes"], b["strategy"], a["strategy"])]
+            parts += ["%s x%.2f" % (label, b[key] / a[key]) for key, label in STEPS[1:] if key in a and key in b]
             print("  " + "  ".join(parts))
 
 
@@ -252,6 +268,9 @@ def main(argv=None):
     parser.add_argument("--profile", action="store_true", help="print the slowest tasks (ansible.posix.profile_tasks)")
     parser.add_argument("--env", action="append", default=[], metavar="VAR=VALUE",
                         help="extra environment of every playbook (Ansible settings to compare), repeatable")
+    parser.add_argument("--strategies", default="linear",
+                        help="comma-separated Ansible strategies, each measured on a fresh system (default linear; "
+                             "e.g. linear,mitogen_linear)")
     parser.add_argument("--logdir", default="/tmp/msa-bench-scale-%s" % time.strftime("%Y%m%d-%H%M%S"))
     args = parser.parse_args(argv)
     if args.sizes is None and os.environ.get("MSA_BENCH_SCALE") != "1":
@@ -261,6 +280,9 @@ def main(argv=None):
     for size in sizes:
         if not os.path.isfile(os.path.join(BUNDLE, "inventories", "systems", "scale%d" % size, "system.msa.yml")):
             parser.error("--sizes: no inventory inventories/systems/scale%d for size %d" % (size, size))
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    if not strategies or any(s not in ("linear", "free", "mitogen_linear", "mitogen_free") for s in strategies):
+        parser.error("--strategies: %r: each one of linear, free, mitogen_linear, mitogen_free" % args.strategies)
     os.makedirs(args.logdir, exist_ok=True)
     for item in args.env:
         if "=" not in item:
@@ -271,11 +293,14 @@ def main(argv=None):
         raise KeyboardInterrupt("signal %d" % signum)
 
     signal.signal(signal.SIGTERM, terminate)
-    say("bench_scale: sizes %s, logs in %s, %d CPUs, load %.1f" % (sizes, args.logdir, os.cpu_count(), load1()))
+    say("bench_scale: sizes %s, strategies %s, logs in %s, %d CPUs, load %.1f"
+        % (sizes, strategies, args.logdir, os.cpu_count(), load1()))
     rows = []
     try:
         for size in sizes:
-            rows.append(measure(runner, size, 1 if args.no_rerun else 2))
+            for strategy in strategies:
+                runner.strategy = strategy
+                rows.append(measure(runner, size, 1 if args.no_rerun else 2))
     except KeyboardInterrupt:
         say("interrupted: the system being measured was brought down (see above); sizes after it not run")
         runner.stop()
