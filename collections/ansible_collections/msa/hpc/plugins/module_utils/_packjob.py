@@ -561,13 +561,15 @@ def _arbitration(name, token):
     return [
         "# module_list arbitration (seed 004 §5.1.2 plussingleton): the first alternative to start runs.",
         # The queue is read until squeue answers: an unanswered query (slurmctld busy) must not read as
-        # "no siblings", or two alternatives that started together would both run.
+        # "no siblings", or two alternatives that started together would both run. With an argument (the
+        # winner's courtesy wait) it tries that many times and returns 1: a missed poll must not end the job.
         "msa_queue() {",
-        "  local tries=0",
+        '  local tries=0 most="${1:-${MSA_ALT_TRIES:-30}}"',
         '  until msa_q=$(squeue --noheader --user="$(id -un)" --name=%s --states=all --format="%%i|%%T|%%N|%%k"); do'
         % shlex.quote(name),
         "    tries=$((tries + 1))",
-        '    if [ "$tries" -ge "${MSA_ALT_TRIES:-30}" ]; then',
+        '    if [ "$tries" -ge "$most" ]; then',
+        '      [ -n "${1:-}" ] && return 1',
         '      echo "msa: alternative $SLURM_JOB_ID of %s cannot read the queue (squeue failed $tries times)" >&2'
         % name,
         "      exit 1",
@@ -599,13 +601,14 @@ def _arbitration(name, token):
         "fi",
         # The winner stays visible as running until every sibling that started with it has yielded: a sibling
         # that read the queue after the winner ended ran as well (seen in CI: both COMPLETED), so the winner must
-        # not end first. Bounded: a sibling that never yields does not keep the job from running.
-        "msa_waited=0",
-        'while [ "$msa_waited" -lt "${MSA_ALT_WAIT:-120}" ]; do',
-        "  msa_queue",
-        "  [ -z \"$(msa_select '$2 == \"RUNNING\" || $2 == \"CONFIGURING\" {print $1}')\" ] && break",
+        # not end first. Bounded by MSA_ALT_WAIT seconds: a sibling that never yields, or a queue that stops
+        # answering, does not keep the job from running.
+        'msa_until=$((SECONDS + ${MSA_ALT_WAIT:-120}))',
+        'while [ "$SECONDS" -lt "$msa_until" ]; do',
+        "  if msa_queue 1; then",
+        "    [ -z \"$(msa_select '$2 == \"RUNNING\" || $2 == \"CONFIGURING\" {print $1}')\" ] && break",
+        "  fi",
         '  sleep "${MSA_ALT_POLL:-1}"',
-        "  msa_waited=$((msa_waited + 1))",
         "done",
     ]
 

@@ -177,7 +177,8 @@ ARBITRATION_CASES = [
 ]
 
 
-def _run_arbitration(tmp_path, me, siblings, squeue_failures=0, tries=30, siblings_end_after=0):
+def _run_arbitration(tmp_path, me, siblings, squeue_failures=0, tries=30, siblings_end_after=0, fails_after=0,
+                     wait="1", poll="0"):
     """Run an alternative's script against a fake queue; returns (process, log entries)."""
     job = {"name": "anywhere", "module_list": [{"partition": "cm", "command": "./app"},
                                                {"partition": "booster", "command": "./app"}]}
@@ -190,22 +191,24 @@ def _run_arbitration(tmp_path, me, siblings, squeue_failures=0, tries=30, siblin
     log, calls = tmp_path / "log", tmp_path / "squeue-calls"
     # squeue fails its first `squeue_failures` calls (slurmctld busy), then prints the fake queue, with held jobs
     # still PENDING and cancelled ones gone from PENDING; after `siblings_end_after` calls running siblings have
-    # ended (yielded)
+    # ended (yielded); after `fails_after` calls (if not 0) it fails again, for good
     (bin_dir / "squeue").write_text(
         "#!/bin/bash\necho x >> %s\n"
-        "if [ $(wc -l < %s) -le %d ]; then echo 'squeue: error: Socket timed out on send/recv operation' >&2; exit 1; fi\n"
+        "n=$(wc -l < %s)\n"
+        "if [ $n -le %d ] || { [ %d -gt 0 ] && [ $n -gt %d ]; }; then\n"
+        "  echo 'squeue: error: Socket timed out on send/recv operation' >&2; exit 1\nfi\n"
         "while IFS='|' read -r i s n c; do\n"
         "  grep -qx \"scancel $i\" %s 2>/dev/null && s=CANCELLED\n"
         "  [ %d -gt 0 ] && [ \"$i\" != %s ] && [ $(wc -l < %s) -gt %d ] && s=${s/RUNNING/CANCELLED}\n"
         "  echo \"$i|$s|$n|$c\"\ndone < %s\n"
-        % (calls, calls, squeue_failures, log, siblings_end_after, me, calls, siblings_end_after, state))
+        % (calls, calls, squeue_failures, fails_after, fails_after, log, siblings_end_after, me, calls, siblings_end_after, state))
     (bin_dir / "scontrol").write_text("#!/bin/bash\necho \"hold $2\" >> %s\n" % log)
     (bin_dir / "scancel").write_text("#!/bin/bash\nfor i in \"$@\"; do echo \"scancel $i\" >> %s; done\n" % log)
     (bin_dir / "srun").write_text("#!/bin/bash\necho \"run $*\" >> %s\n" % log)
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), SLURM_JOB_ID=me, MSA_ALT_SETTLE="0",
-               MSA_ALT_RETRY="0", MSA_ALT_TRIES=str(tries), MSA_ALT_POLL="0", MSA_ALT_WAIT="5")
+               MSA_ALT_RETRY="0", MSA_ALT_TRIES=str(tries), MSA_ALT_POLL=poll, MSA_ALT_WAIT=wait)
     proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
     return proc, (log.read_text().splitlines() if log.exists() else [])
 
@@ -237,10 +240,23 @@ def test_arbitration_waits_for_a_busy_controller_instead_of_reading_an_empty_que
 def test_the_winner_stays_running_until_a_sibling_that_started_with_it_has_yielded(tmp_path):
     # 101 wins over 102, which started at the same moment: 101 must still be running (visible as started) when 102
     # decides, so it polls the queue until 102 has ended before its own work runs and ends
-    proc, entries = _run_arbitration(tmp_path, "101", ["102|RUNNING|esb01|{tag}alternative=1"], siblings_end_after=6)
+    proc, entries = _run_arbitration(tmp_path, "101", ["102|RUNNING|esb01|{tag}alternative=1"], siblings_end_after=6,
+                                     wait="60")
     assert proc.returncode == 0, proc.stderr
     assert entries == ["run ./app"]
     assert len((tmp_path / "squeue-calls").read_text().splitlines()) == 7  # 3 reads, then polls until 102 ended
+
+
+@needs_bash_awk
+def test_the_winner_runs_when_the_queue_stops_answering_during_its_wait_for_a_sibling(tmp_path):
+    # 101 won (its 3 arbitration reads answered); squeue then fails for good while 102 still shows as running:
+    # missed polls only use up the wait (MSA_ALT_WAIT seconds), they do not end the winning job
+    proc, entries = _run_arbitration(tmp_path, "101", ["102|RUNNING|esb01|{tag}alternative=1"], fails_after=3,
+                                     wait="2", poll="0.1")
+    assert proc.returncode == 0, proc.stderr
+    assert entries == ["run ./app"]
+    assert "cannot read the queue" not in proc.stderr
+    assert len((tmp_path / "squeue-calls").read_text().splitlines()) > 4  # it did poll after the failures began
 
 
 @needs_bash_awk
