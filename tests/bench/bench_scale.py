@@ -202,7 +202,7 @@ def measure(runner, size, site_runs):
             if rc != 0:
                 row["error"] = "%s failed (rc=%d): see %s" % (step, rc, log)
                 break
-        if "rerun" in row:
+        if "rerun" in row and "error" not in row:   # a failed or unreachable host proves nothing
             row["idempotent"] = row["rerun_changed"] == 0
             say("%s: no-change re-run %s (changed=%d)" % (system, "IDEMPOTENT" if row["idempotent"] else
                                                           "NOT IDEMPOTENT", row["rerun_changed"]))
