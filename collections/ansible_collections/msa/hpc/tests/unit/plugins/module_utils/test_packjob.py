@@ -194,14 +194,15 @@ def _run_arbitration(tmp_path, me, siblings, squeue_failures=0, tries=30, siblin
     # ended (yielded); after `fails_after` calls (if not 0) it fails again, for good
     (bin_dir / "squeue").write_text(
         "#!/bin/bash\necho x >> %s\n"
-        "n=$(wc -l < %s)\n"
-        "if [ $n -le %d ] || { [ %d -gt 0 ] && [ $n -gt %d ]; }; then\n"
+        "count=$(wc -l < %s)\n"
+        "if [ $count -le %d ] || { [ %d -gt 0 ] && [ $count -gt %d ]; }; then\n"
         "  echo 'squeue: error: Socket timed out on send/recv operation' >&2; exit 1\nfi\n"
         "while IFS='|' read -r i s n c; do\n"
         "  grep -qx \"scancel $i\" %s 2>/dev/null && s=CANCELLED\n"
-        "  [ %d -gt 0 ] && [ \"$i\" != %s ] && [ $(wc -l < %s) -gt %d ] && s=${s/RUNNING/CANCELLED}\n"
+        "  [ %d -gt 0 ] && [ \"$i\" != %s ] && [ $count -gt %d ] && s=${s/RUNNING/CANCELLED}\n"
         "  echo \"$i|$s|$n|$c\"\ndone < %s\n"
-        % (calls, calls, squeue_failures, fails_after, fails_after, log, siblings_end_after, me, calls, siblings_end_after, state))
+        % (calls, calls, squeue_failures, fails_after, fails_after, log, siblings_end_after, me, siblings_end_after,
+           state))
     (bin_dir / "scontrol").write_text("#!/bin/bash\necho \"hold $2\" >> %s\n" % log)
     (bin_dir / "scancel").write_text("#!/bin/bash\nfor i in \"$@\"; do echo \"scancel $i\" >> %s; done\n" % log)
     (bin_dir / "srun").write_text("#!/bin/bash\necho \"run $*\" >> %s\n" % log)
