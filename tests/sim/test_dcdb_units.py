@@ -185,6 +185,33 @@ def test_slurm_group_publishes_a_het_component_under_its_own_and_its_leaders_id(
                              ("/slurm/jobid", 7, 4712)]
 
 
+def test_slurm_group_spool_method_reads_the_step_sockets_of_its_own_node(tmp_path):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    socks = []
+    for name in ("n1_12.4294967291", "n1_12.0", "n1_15.4294967292", "n10_99.0", "n2_98.0"):
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(spool / name))
+        socks.append(sock)
+    _write(spool / "n1_77.0", "a stale regular file, not a step\n")
+    (spool / "n1_cred_state").mkdir()
+    conf = _write(tmp_path / "slurm.conf",
+                  "group slurm {\n method spool\n nodename n1\n spoolDir %s\n}\n" % spool)
+    (group,) = load_plugin("slurm", conf)
+    try:
+        assert group.read(3) == [("/slurm/njobs", 3, 2), ("/slurm/jobid", 3, 12), ("/slurm/jobid", 4, 15)]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def test_slurm_group_spool_method_without_the_spool_dir_publishes_nothing(tmp_path):
+    conf = _write(tmp_path / "slurm.conf",
+                  "group slurm {\n method spool\n nodename n1\n spoolDir %s\n}\n" % (tmp_path / "absent"))
+    (group,) = load_plugin("slurm", conf)
+    assert group.read(1) == [] and group.read(2) == []
+
+
 def test_slurm_group_without_slurm_tools_publishes_nothing(tmp_path):
     conf = _write(tmp_path / "slurm.conf", "group slurm {\n method command\n command /nonexistent/squeue\n}\n")
     (group,) = load_plugin("slurm", conf)

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import ssl
 import subprocess
 import time
@@ -188,7 +189,10 @@ class SlurmGroup(Group):
     ``squeue`` (``squeue -w <node> -h -o "%A %i"``: needs slurmctld reachable; a heterogeneous job's component is
     published under its own id and its leader's, an array task under its own and the array's, so ``job:<leader>``
     finds every node of the whole job), ``listpids`` (``scontrol listpids``:
-    asks the local slurmd, works without the controller), or ``command`` (any program printing job ids).
+    asks the local slurmd, works without the controller), ``spool`` (the step sockets
+    ``<node>_<jobid>.<stepid>`` that slurmd's steps keep in ``spoolDir``: no process, no RPC, so a large simulated
+    system can sample every second; a step killed with SIGKILL leaves its socket until slurmd next starts) or
+    ``command`` (any program printing job ids).
     """
 
     def __init__(self, plugin, spec):
@@ -196,6 +200,7 @@ class SlurmGroup(Group):
         self.method = spec.get("method", "squeue")
         self.node = spec.get("nodename") or short_hostname()
         self.timeout = float(spec.get("timeout", 5))
+        self.spool_dir = spec.get("spoolDir", "/var/lib/slurm/slurmd")
         self._warned = False
 
     def _argv(self):
@@ -205,19 +210,32 @@ class SlurmGroup(Group):
             return ["scontrol", "listpids"]
         return self.spec["command"].split()
 
+    def _warn_once(self, fmt, *args):
+        if not self._warned:
+            self._warned = True
+            LOG.warning("slurm group %s: " + fmt, self.name, *args)
+
+    def _spool_job_ids(self):
+        prefix = self.node + "_"
+        try:
+            with os.scandir(self.spool_dir) as entries:
+                names = [e.name[len(prefix):] for e in entries
+                         if e.name.startswith(prefix) and stat.S_ISSOCK(e.stat(follow_symlinks=False).st_mode)]
+        except OSError as exc:
+            self._warn_once("cannot list %s: %s", self.spool_dir, exc)
+            return None
+        return sorted({int(n.split(".")[0]) for n in names if n.split(".")[0].isdigit()})
+
     def job_ids(self):
+        if self.method == "spool":
+            return self._spool_job_ids()
         try:
             proc = subprocess.run(self._argv(), capture_output=True, text=True, timeout=self.timeout, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            if not self._warned:
-                self._warned = True
-                LOG.warning("slurm group %s: %s failed: %s", self.name, self._argv()[0], exc)
+            self._warn_once("%s failed: %s", self._argv()[0], exc)
             return None
         if proc.returncode != 0:
-            if not self._warned:
-                self._warned = True
-                LOG.warning("slurm group %s: %s exited %d: %s", self.name, self._argv()[0], proc.returncode,
-                            proc.stderr.strip()[:200])
+            self._warn_once("%s exited %d: %s", self._argv()[0], proc.returncode, proc.stderr.strip()[:200])
             return None
         ids = set()
         for line in proc.stdout.splitlines():
