@@ -10,7 +10,7 @@ export PATH := $(BIN):$(PATH)
 # STRATEGY=mitogen_linear: one persistent Python per host (README "Speed"); unset = ansible.cfg's linear
 ifneq ($(STRATEGY),)
 export ANSIBLE_STRATEGY := $(STRATEGY)
-export ANSIBLE_STRATEGY_PLUGINS := $(wildcard $(VENV)/lib/python3*/site-packages/ansible_mitogen/plugins/strategy)
+export ANSIBLE_STRATEGY_PLUGINS := $(CURDIR)/playbooks/strategy_plugins
 endif
 STEP = @printf '[%s] == %s\n' "$$(date +%H:%M:%S)" 
 
