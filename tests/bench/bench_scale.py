@@ -172,12 +172,30 @@ def tear_down(runner, system):
         signal.signal(signal.SIGINT, old)
 
 
+def settle(limit=None, most=300, every=5):
+    """Wait until the 1-minute load falls to `limit` (default 2 per CPU) or `most` seconds pass; say how long.
+
+    A deploy leaves the nodes' services starting (udocker imports, the Pushers' first samples): a re-run started
+    at once measured that start-up too, and at load ~130 mitogen's first connections timed out (scale64).
+    """
+    limit = limit if limit is not None else 2.0 * (os.cpu_count() or 1)
+    start = time.monotonic()
+    while load1() > limit and time.monotonic() - start < most:
+        time.sleep(every)
+    waited = time.monotonic() - start
+    if waited >= every:
+        say("settled for %.0f s before the re-run: load %.1f (limit %.1f)" % (waited, load1(), limit))
+    return waited
+
+
 def measure(runner, size, site_runs):
     system = "scale%d" % size
     row = {"nodes": size, "system": system, "strategy": runner.strategy}
     try:
         tear_down(runner, system)   # from nothing, even after an earlier run that was killed hard
         for step, playbook in [("sim_up", "sim_up.yml")] + [("deploy", "site.yml"), ("rerun", "site.yml")][:site_runs]:
+            if step == "rerun":
+                settle()
             load_before, cpu_before, nodes_before = load1(), controller_cpu(), nodes_cpu(system)
             say("%s: %s (%s, %s), load %.1f" % (system, step, playbook, runner.strategy, load_before))
             seconds, rc, recap, slowest, log = runner.playbook(system, playbook, step)
