@@ -326,6 +326,31 @@ def test_pusher_reload_keeps_the_old_configuration_when_the_new_one_is_broken(tm
     assert not pusher.reload() and len(pusher.groups) == 2
 
 
+def test_pusher_says_ready_after_its_sighup_handler_is_installed_and_survives_a_reload(tmp_path):
+    """Type=notify: READY=1 reaches $NOTIFY_SOCKET, and a SIGHUP sent as soon as it arrives reloads, not ends, it."""
+    import signal
+    import subprocess
+    import sys
+    conf = _pusher_conf(tmp_path, 1, 10)
+    address = str(tmp_path / "notify")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(address)
+        listener.settimeout(30)
+        env = dict(os.environ, NOTIFY_SOCKET=address, PYTHONPATH=os.pathsep.join(sys.path))
+        proc = subprocess.Popen([sys.executable, "-m", "msa_sim.dcdb.pusher", "--config", conf], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            assert listener.recv(256) == b"READY=1"
+            proc.send_signal(signal.SIGHUP)
+            with pytest.raises(subprocess.TimeoutExpired):
+                proc.wait(1.5)
+        finally:
+            proc.terminate()
+            output = proc.communicate(timeout=30)[0]
+    assert proc.returncode == 0, output
+    assert "configuration reloaded (1)" in output
+
+
 # ---- store, tree and operators ----------------------------------------------------------------------------------------
 def test_store_ignores_duplicates_and_downsamples_to_max_points(tmp_path):
     store = SqliteStore(str(tmp_path / "db.sqlite"))

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 
+from .. import sdnotify
 from . import payload as wire
 from .info import DcdbConfigError, as_int, load_info, pusher_plugins, read_secret, split_hostport, validate_topic
 from .plugins import load_plugin, plugin_config_path, short_hostname
@@ -392,6 +393,7 @@ def main(argv=None):
     signal.signal(signal.SIGINT, lambda *_: pusher.request_stop(stop))
     signal.signal(signal.SIGHUP, lambda *_: pusher.request_reload())
     pusher.start()
+    sdnotify.notify("READY=1")  # Type=notify: systemctl (re)start returns now that SIGHUP is handled
     try:
         pusher.run(stop)
     finally:
