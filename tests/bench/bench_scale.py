@@ -62,6 +62,16 @@ def controller_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
+def own_cpu(pid):
+    """CPU seconds of process `pid` alone, not its children (read from /proc before it is reaped), or None."""
+    try:
+        with open("/proc/%d/stat" % pid, encoding="ascii") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime, stime
+
+
 def nodes_cpu(system):
     """CPU seconds the system's containers have used so far (cgroup v1 cpuacct or v2 cpu.stat), None if unknown.
 
@@ -94,6 +104,7 @@ class Runner:
         self.profile = profile
         self.site = site
         self.child = None
+        self.main_cpu = None   # CPU seconds of the last playbook's main process (the strategy's single thread)
 
     def env(self):
         env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(BUNDLE, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
@@ -132,6 +143,8 @@ class Runner:
                     match = PROFILE_RE.match(line) if in_recap else None
                     if match:
                         slowest.append((float(match.group(2)), match.group(1).strip()))
+                os.waitid(os.P_PID, self.child.pid, os.WEXITED | os.WNOWAIT)   # exited, not yet reaped
+                self.main_cpu = own_cpu(self.child.pid)
                 rc = self.child.wait()
             finally:
                 self.stop()
@@ -202,6 +215,7 @@ def measure(runner, size, site_runs):
             total = sums(recap)
             row[step] = seconds
             row[step + "_ctl_cpu"] = controller_cpu() - cpu_before
+            row[step + "_main_cpu"] = runner.main_cpu
             nodes_after = nodes_cpu(system)
             row[step + "_cpu"] = row[step + "_ctl_cpu"]
             if nodes_before is not None and nodes_after is not None:
@@ -209,10 +223,11 @@ def measure(runner, size, site_runs):
                 row[step + "_cpu"] += row[step + "_node_cpu"]
             row[step + "_load"] = (load_before + load1()) / 2
             row[step + "_changed"] = total["changed"]
-            say("%s: %s rc=%d in %.0f s, CPU %.0f s controller + %.0f s nodes (%d hosts, changed=%d failed=%d "
-                "unreachable=%d), log %s" % (system, step, rc, seconds, row[step + "_ctl_cpu"],
-                                             row.get(step + "_node_cpu", float("nan")), len(recap), total["changed"],
-                                             total["failed"], total["unreachable"], log))
+            say("%s: %s rc=%d in %.0f s, CPU %.0f s controller (%.0f s in its main process) + %.0f s nodes (%d hosts, "
+                "changed=%d failed=%d unreachable=%d), log %s"
+                % (system, step, rc, seconds, row[step + "_ctl_cpu"], runner.main_cpu or float("nan"),
+                   row.get(step + "_node_cpu", float("nan")), len(recap), total["changed"], total["failed"],
+                   total["unreachable"], log))
             if slowest:
                 say("%s: %s slowest tasks:" % (system, step))
                 for secs, name in sorted(slowest, reverse=True)[:10]:
@@ -241,7 +256,8 @@ def cpu(row, step):
 
 def table(rows):
     head = ("nodes", "strategy", "sim_up s", "deploy s", "re-run s", "deploy s/host", "re-run s/host", "re-run changed",
-            "deploy CPU s ctl+nodes", "re-run CPU s ctl+nodes", "load (deploy)", "load (re-run)")
+            "deploy CPU s ctl+nodes", "re-run CPU s ctl+nodes", "main process CPU s deploy/re-run", "load (deploy)",
+            "load (re-run)")
     print("\n" + " | ".join(head))
     print(" | ".join("-" * len(h) for h in head))
     for r in rows:
@@ -251,6 +267,8 @@ def table(rows):
             return ("%.1f" % (r[key] / r["nodes"])) if per_host else fmt % r[key]
         print(" | ".join([str(r["nodes"]), r["strategy"], cell("sim_up"), cell("deploy"), cell("rerun"), cell("deploy", True),
                           cell("rerun", True), cell("rerun_changed", fmt="%d"), cpu(r, "deploy"), cpu(r, "rerun"),
+                          "/".join("%.0f" % r[k] if r.get(k) is not None else "-"
+                                   for k in ("deploy_main_cpu", "rerun_main_cpu")),
                           cell("deploy_load", fmt="%.1f"),
                           cell("rerun_load", fmt="%.1f")]))
         if "error" in r:
