@@ -21,7 +21,8 @@ ansible.cfg's strategy_plugins finds it in the venv). ``--profile`` adds ansible
 the slowest tasks of each deploy and re-run; ``--env VAR=VALUE`` (repeatable) runs every playbook with other
 Ansible settings.
 Besides wall times it reports CPU seconds (the controller's processes and the system's containers' cgroups),
-which depend much less on what else the machine runs.
+which depend much less on what else the machine runs, the CPU of each playbook's main process (the strategy's
+single thread), and the cores the nodes' own services use at rest (60 s with no playbook, after the re-run).
 Each playbook's output goes to a log under ``--logdir`` (default /tmp/msa-bench-scale-<time>/).
 """
 
@@ -201,6 +202,17 @@ def settle(limit=None, most=300, every=5):
     return waited
 
 
+REST_WINDOW = 60
+
+
+def rest_cores(system, window=REST_WINDOW):
+    """Cores the system's containers use with no playbook running: the share of the machine a re-run competes with."""
+    before = nodes_cpu(system)
+    time.sleep(window)
+    after = nodes_cpu(system)
+    return None if before is None or after is None else (after - before) / window
+
+
 def measure(runner, size, site_runs):
     system = "scale%d" % size
     row = {"nodes": size, "system": system, "strategy": runner.strategy}
@@ -235,6 +247,11 @@ def measure(runner, size, site_runs):
             if rc != 0:
                 row["error"] = "%s failed (rc=%d): see %s" % (step, rc, log)
                 break
+        if "rerun" in row:
+            row["rest_cores"] = rest_cores(system)
+            if row["rest_cores"] is not None:
+                say("%s: at rest the nodes use %.2f cores (their own services, %d s after the re-run)"
+                    % (system, row["rest_cores"], REST_WINDOW))
         if "rerun" in row and "error" not in row:   # a failed or unreachable host proves nothing
             row["idempotent"] = row["rerun_changed"] == 0
             say("%s: no-change re-run %s (changed=%d)" % (system, "IDEMPOTENT" if row["idempotent"] else
@@ -256,8 +273,8 @@ def cpu(row, step):
 
 def table(rows):
     head = ("nodes", "strategy", "sim_up s", "deploy s", "re-run s", "deploy s/host", "re-run s/host", "re-run changed",
-            "deploy CPU s ctl+nodes", "re-run CPU s ctl+nodes", "main process CPU s deploy/re-run", "load (deploy)",
-            "load (re-run)")
+            "deploy CPU s ctl+nodes", "re-run CPU s ctl+nodes", "main process CPU s deploy/re-run",
+            "nodes at rest (cores)", "load (deploy)", "load (re-run)")
     print("\n" + " | ".join(head))
     print(" | ".join("-" * len(h) for h in head))
     for r in rows:
@@ -269,6 +286,7 @@ def table(rows):
                           cell("rerun", True), cell("rerun_changed", fmt="%d"), cpu(r, "deploy"), cpu(r, "rerun"),
                           "/".join("%.0f" % r[k] if r.get(k) is not None else "-"
                                    for k in ("deploy_main_cpu", "rerun_main_cpu")),
+                          cell("rest_cores", fmt="%.2f") if r.get("rest_cores") is not None else "-",
                           cell("deploy_load", fmt="%.1f"),
                           cell("rerun_load", fmt="%.1f")]))
         if "error" in r:
