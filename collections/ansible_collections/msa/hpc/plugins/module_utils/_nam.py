@@ -3,58 +3,12 @@ from __future__ import annotations
 
 """NAM sizes in human units and the service layer over the NAM/GCE manager's REST API (any RestClient)."""
 
-import re
-from decimal import Decimal, InvalidOperation
 from urllib.parse import quote
 
-# Binary multiples throughout, as Slurm reads memory sizes: "M", "MB" and "MiB" all mean 2**20 bytes.
-UNITS = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
-SIZE_RE = re.compile(r"^\s*(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?P<unit>[KMGTPE]?)(?P<i>i?)(?P<b>B?)\s*$",
-                     re.IGNORECASE)
+from ansible_collections.msa.hpc.plugins.module_utils._sizes import SizeError, format_size, parse_size  # noqa: F401
 
-
-class SizeError(ValueError):
-    """A size that cannot be read; the message names the field and the value."""
-
-
-def parse_size(value, field="size"):
-    """``512M``, ``2G``, ``1.5TiB``, ``4096`` or an int → bytes (binary multiples; a whole, positive number)."""
-    if isinstance(value, bool):
-        raise SizeError("%s %r is not a size (expected bytes or a number with K, M, G, T, P or E)" % (field, value))
-    if isinstance(value, int):
-        if value <= 0:
-            raise SizeError("%s %r must be positive" % (field, value))
-        return value
-    if isinstance(value, float):
-        value = repr(value)
-    if not isinstance(value, str):
-        raise SizeError("%s %r is not a size (expected bytes or a number with K, M, G, T, P or E)" % (field, value))
-    m = SIZE_RE.match(value)
-    if not m or (m.group("i") and not m.group("unit")):
-        raise SizeError("%s %r is not a size (expected a number with an optional unit K, M, G, T, P or E, "
-                        "e.g. 512M, 2G, 1.5TiB)" % (field, value))
-    try:
-        number = Decimal(m.group("num"))
-    except InvalidOperation:
-        raise SizeError("%s %r is not a size" % (field, value)) from None
-    scaled = number * (1 << (10 * UNITS[m.group("unit").upper()]))
-    if scaled != scaled.to_integral_value():
-        raise SizeError("%s %r is not a whole number of bytes (%s)" % (field, value, scaled))
-    if scaled <= 0:
-        raise SizeError("%s %r must be positive" % (field, value))
-    return int(scaled)
-
-
-def format_size(nbytes):
-    """Bytes → the shortest exact binary form (``1.5GiB``, ``4KiB``, ``100B``)."""
-    nbytes = int(nbytes)
-    for unit in ("E", "P", "T", "G", "M", "K"):
-        scale = 1 << (10 * UNITS[unit])
-        if nbytes >= scale:
-            text = ("%.3f" % (Decimal(nbytes) / scale)).rstrip("0").rstrip(".")
-            if Decimal(text) * scale == nbytes:
-                return text + unit + "iB"
-    return "%dB" % nbytes
+# Sizes have one parser in the collection (_sizes: powers of 1024 in every spelling); re-exported here for the
+# callers that know them as NAM sizes.
 
 
 class ManagerError(Exception):

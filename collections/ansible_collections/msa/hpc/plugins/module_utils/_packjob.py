@@ -339,17 +339,17 @@ def validate(job, system=None):
     spec["nam"] = None
     if job.get("nam") not in (None, 0, "", "0"):
         try:
-            size = parse_size(job["nam"])
+            size = parse_size(job["nam"], "nam")
             spec["nam"] = {"bytes": size, "units": nam_units(size)}
             if "nam" in system:
-                capacity = parse_size(system["nam"] or 0)
+                capacity = parse_size(system["nam"] or 0, "system.nam")
                 if not capacity:
                     problems.append("nam: %r asked but the system has no NAM" % (job["nam"],))
                 elif size > capacity:
                     problems.append("nam: %r asked but the NAM capacity is %r (%d %s)" % (
                         job["nam"], system["nam"], nam_units(capacity, round_up=False), NAM_LICENSE_UNIT_NAME))
         except ValueError as exc:
-            problems.append("nam: %s" % exc)
+            problems.append(str(exc))
     spec["gce"] = _bool(job.get("gce"), "gce", problems)
     if spec["gce"] and "gce" in system and not system.get("gce"):
         problems.append("gce: true asked but the system has no GCE")

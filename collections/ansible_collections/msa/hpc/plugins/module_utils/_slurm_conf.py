@@ -3,9 +3,9 @@ from __future__ import annotations
 
 """The slurm.conf model: node, partition, licence and gres.conf lines from plain data, with validation."""
 
-import math
 import re
 
+from ansible_collections.msa.hpc.plugins.module_utils import _sizes
 from ansible_collections.msa.hpc.plugins.module_utils._hostlist import compress, natural_key
 
 # Cluster licences that stand for the MSA global resources (seed 004 §4.2.2, §5.3). One name each, shared by
@@ -16,8 +16,6 @@ LICENSE_GCE = "gce"           # one licence per GCE instance; a job that wants t
 NAM_LICENSE_UNIT = 1 << 30    # one nam licence = 1 GiB; capacity rounds down, a request rounds up
 NAM_LICENSE_UNIT_NAME = "GiB"
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpPeE]?)(i?)([bB]?)\s*$")
-_POWERS = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
 _GRES = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)(?::([A-Za-z0-9_.-]+))?(?::(\d+))?$")
 _KEY = re.compile(r"^[A-Z][A-Za-z]*$")
 _NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -33,31 +31,11 @@ class SlurmConfError(ValueError):
         super().__init__("; ".join(self.problems))
 
 
-def parse_size(value):
-    """Bytes in a size: an integer (bytes) or a string with a unit.
-
-    ``KiB MiB GiB TiB PiB`` are powers of 1024, ``KB MB GB TB PB`` powers of 1000, and a bare letter
-    (``16G``, as Slurm's ``--mem`` writes it) a power of 1024. Raises ValueError for anything else.
-    """
-    if isinstance(value, bool):
-        raise ValueError("%r is not a size" % (value,))
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError("%r is negative" % (value,))
-        return value
-    if isinstance(value, float):
-        if value < 0 or not math.isfinite(value):
-            raise ValueError("%r is not a size" % (value,))
-        return int(value)
-    match = _SIZE.match(str(value))
-    if not match:
-        raise ValueError("%r is not a size (write e.g. 100GiB, 512MB, 16G or a number of bytes)" % (value,))
-    number, letter, binary, byte = match.groups()
-    letter = letter.upper()
-    base = 1000 if (letter and byte and not binary) else 1024
-    if binary and not letter:
-        raise ValueError("%r is not a size" % (value,))
-    return int(float(number) * base ** _POWERS[letter])
+def parse_size(value, field="size"):
+    """Bytes in a size (an integer, or a number with K, M, G, T, P or E: powers of 1024 whatever the spelling,
+    ``16G`` = ``16GB`` = ``16GiB``, as Slurm reads them); zero allowed. Raises ValueError (SizeError) naming
+    ``field`` and the value."""
+    return _sizes.parse_size(value, field, minimum=0)
 
 
 def nam_units(size_bytes, round_up=True):
@@ -317,9 +295,9 @@ def normalise(data):
             continue
         if key == LICENSE_NAM:
             try:
-                licenses[key] = nam_units(parse_size(value), round_up=False)
+                licenses[key] = nam_units(parse_size(value, where), round_up=False)
             except ValueError as exc:
-                problems.append("%s: %s" % (where, exc))
+                problems.append(str(exc))
                 continue
             if licenses[key] < 1 and parse_size(value) > 0:
                 problems.append("%s: %r is less than one licence unit (1 %s)" % (where, value, NAM_LICENSE_UNIT_NAME))

@@ -27,7 +27,7 @@ def test_sizes_in_binary_units_become_bytes(text, expected):
 def test_bad_sizes_name_the_field_and_the_value(value, fragment):
     with pytest.raises(SizeError) as exc:
         parse_size(value, "nam_size")
-    assert fragment in str(exc.value) and str(exc.value).startswith("nam_size %r" % (value,))
+    assert fragment in str(exc.value) and str(exc.value).startswith("nam_size: %r" % (value,))
 
 
 @settings(max_examples=80)

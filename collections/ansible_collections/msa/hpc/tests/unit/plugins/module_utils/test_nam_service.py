@@ -174,7 +174,7 @@ def test_nam_segment_module_is_idempotent_and_fails_cleanly(endpoint, capsys):
     res = run_module(nam_segment, dict(args, name="big", size="4G"), capsys)
     assert res["failed"] and res["code"] == "no_space" and "largest free segment" in res["msg"]
     res = run_module(nam_segment, dict(args, name="odd", size="lots"), capsys)
-    assert res["failed"] and res["msg"].startswith("size 'lots'")
+    assert res["failed"] and res["msg"].startswith("size: 'lots'")
     res = run_module(nam_segment, dict(args, state="attached"), capsys)
     assert res["failed"] and "node" in res["msg"]
     res = run_module(nam_segment, dict(args, password="wrong"), capsys)

@@ -115,10 +115,12 @@ def test_gateways_become_a_licence_a_comment_and_environment_for_the_prolog():
 
 
 def test_nam_asks_licences_in_gib_rounded_up_and_carries_the_exact_size():
-    spec = validate(_job(nam="100GB"), SYSTEM)
-    assert licenses(spec) == "nam:94"
+    spec = validate(_job(nam="100GB"), SYSTEM)  # GB is a power of 1024, as Slurm reads it: 100 GiB
+    assert licenses(spec) == "nam:100"
     script = plan(spec)[0]["script"]
-    assert "nam_bytes=100000000000" in script and "export MSA_NAM_BYTES=100000000000" in script
+    assert "nam_bytes=107374182400" in script and "export MSA_NAM_BYTES=107374182400" in script
+    spec = validate(_job(nam="1537M"), SYSTEM)
+    assert licenses(spec) == "nam:2" and "nam_bytes=%d" % (1537 << 20) in plan(spec)[0]["script"]
 
 
 def test_gce_asks_one_licence():

@@ -157,8 +157,8 @@ def test_format_time_writes_slurm_spelling():
 
 
 @pytest.mark.parametrize("text, size", [
-    (1024, 1024), ("100GiB", 100 << 30), ("100 GB", 100 * 10 ** 9), ("16G", 16 << 30), ("1.5TiB", 3 << 39),
-    ("512", 512), ("2k", 2048), ("1MB", 10 ** 6),
+    (1024, 1024), ("100GiB", 100 << 30), ("100 GB", 100 << 30), ("16G", 16 << 30), ("1.5TiB", 3 << 39),
+    ("512", 512), ("2k", 2048), ("1MB", 1 << 20), ("1KB", 1024), ("1KiB", 1024), ("10B", 10),
 ])
 def test_parse_size_units(text, size):
     assert parse_size(text) == size
