@@ -3,10 +3,10 @@ from __future__ import annotations
 
 """Gateway routing files (seed 004 §4.3.1): the format, and pluggable strategies mapping node pairs to gateways."""
 
-import importlib
 import importlib.util
 import os
 import re
+import stat
 
 try:
     import numpy as np
@@ -15,7 +15,7 @@ except ImportError:  # pragma: no cover - the sanity import test runs without nu
 
 # Where a site drops its own strategies (one ``<name>.py`` per strategy); MSA_GW_ROUTE_PLUGIN_PATH adds more.
 DEFAULT_PLUGIN_DIRS = ("/etc/msa-gw/routing.d",)
-PLUGIN_PATH_ENV = "MSA_GW_ROUTE_PLUGIN_PATH"
+_STRATEGY_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _CHUNK_ROWS = 1 << 17  # rows formatted per numpy block: bounds memory to a few MB for any file size
 _MAX_REPORTED = 10
 
@@ -330,19 +330,51 @@ def route_cluster(clusters, boosters, gateways, **_options):
 
 
 def plugin_search_path(extra=None):
-    dirs = list(extra or [])
-    env = os.environ.get(PLUGIN_PATH_ENV, "")
-    dirs += [d for d in env.split(os.pathsep) if d]
-    dirs += list(DEFAULT_PLUGIN_DIRS)
-    return dirs
+    """The plugin directories: those the caller names (the pool file's, the module's), then the default one.
+    Never from the environment: the hooks act for jobs, whose submitters must not choose what code runs."""
+    dirs = [str(d) for d in (extra or []) if d]
+    return dirs + [d for d in DEFAULT_PLUGIN_DIRS if d not in dirs]
 
 
-def available_strategies(search_path=None):
-    """Names usable as ``--gw_plugin``: the built-ins and every ``<name>.py`` in the plugin directories."""
+def check_trusted(path, kind, owner=0):
+    """Refuse a plugin directory or file that someone other than root could have written: it must be owned by
+    root and writable by neither its group nor others (checked on the object itself, not through a link)."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise RoutingError("routing plugin %s %s cannot be read: %s" % (kind, path, exc.strerror)) from None
+    want = stat.S_ISDIR if kind == "directory" else stat.S_ISREG
+    if not want(st.st_mode):
+        raise RoutingError("routing plugin %s %s is not a plain %s (symbolic links are not followed)"
+                           % (kind, path, kind))
+    if st.st_uid != owner:
+        raise RoutingError("routing plugin %s %s is owned by uid %d, not root: refused" % (kind, path, st.st_uid))
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise RoutingError("routing plugin %s %s is writable by its group or others (mode %04o): refused"
+                           % (kind, path, stat.S_IMODE(st.st_mode)))
+    return path
+
+
+def check_strategy_name(spec, field="gw_plugin"):
+    """A strategy is asked for by bare name only: no path, no '..', no module:function."""
+    text = str(spec if spec is not None else "")
+    if not _STRATEGY_NAME.match(text):
+        raise RoutingError("%s: %r is not a routing strategy name (letters, digits, '_' and '-' only: "
+                           "no path, no '..', no module:function)" % (field, spec))
+    spec = text
+    return spec
+
+
+def available_strategies(search_path=None, owner=0):
+    """Names usable as ``--gw_plugin``: the built-ins and every ``<name>.py`` in the trusted plugin directories."""
     names = set(_STRATEGIES)
     for d in plugin_search_path(search_path):
         if os.path.isdir(d):
-            names.update(f[:-3] for f in os.listdir(d) if f.endswith(".py") and not f.startswith("_"))
+            try:
+                check_trusted(d, "directory", owner)
+            except RoutingError:
+                continue
+            names.update(f[:-3] for f in os.listdir(d) if f.endswith(".py") and _STRATEGY_NAME.match(f[:-3]))
     return sorted(names)
 
 
@@ -389,32 +421,23 @@ def _psgw_adapter(per_pair_s, per_pair_x, where):
     return route
 
 
-def resolve_strategy(spec, search_path=None):
-    """Find a strategy by built-in name, ``package.module:function``, a ``.py`` path, or ``<dir>/<name>.py``."""
-    spec = str(spec or "").strip()
-    if not spec:
-        raise RoutingError("routing strategy is empty (expected one of %s)" % ", ".join(available_strategies()))
+def resolve_strategy(spec, search_path=None, owner=0, field="gw_plugin"):
+    """A strategy by bare name: a built-in, or ``<name>.py`` in the first plugin directory that has it, where the
+    directory and the file must be root's and writable by no one else (``owner`` is for tests only)."""
+    spec = check_strategy_name(spec, field)
     if spec in _STRATEGIES:
         return _STRATEGIES[spec]
-    if spec.endswith(".py") or os.sep in spec:
-        if not os.path.isfile(spec):
-            raise RoutingError("routing plugin file %r does not exist" % (spec,))
-        return _from_module(_load_file(spec), repr(spec))
-    if ":" in spec:
-        mod_name, separator, func_name = spec.partition(":")
-        try:
-            module = importlib.import_module(mod_name)
-        except ImportError as exc:
-            raise RoutingError("routing strategy %r: cannot import %s (%s)" % (spec, mod_name, exc))
-        func = getattr(module, func_name, None)
-        if not callable(func):
-            raise RoutingError("routing strategy %r: %s has no function %s" % (spec, mod_name, func_name))
-        return func
     for d in plugin_search_path(search_path):
         path = os.path.join(d, spec + ".py")
-        if re.fullmatch(r"[A-Za-z0-9_-]+", spec) and os.path.isfile(path):
+        if os.path.lexists(path):
+            try:
+                check_trusted(d, "directory", owner)
+                check_trusted(path, "file", owner)
+            except RoutingError as exc:
+                raise RoutingError("%s: %s" % (field, exc)) from None
             return _from_module(_load_file(path), repr(path))
-    raise RoutingError("unknown routing strategy %r (known: %s)" % (spec, ", ".join(available_strategies(search_path))))
+    raise RoutingError("%s: unknown routing strategy %r (known: %s)"
+                       % (field, spec, ", ".join(available_strategies(search_path, owner))))
 
 
 def _check_names(kind, names):

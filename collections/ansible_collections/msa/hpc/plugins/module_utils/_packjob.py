@@ -8,6 +8,7 @@ import re
 import secrets
 import shlex
 
+from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
 from ansible_collections.msa.hpc.plugins.module_utils._hostlist import HostlistError, expand
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import (
     LICENSE_GATEWAY, LICENSE_GCE, LICENSE_NAM, NAM_LICENSE_UNIT_NAME, format_time, nam_units, parse_gres,
@@ -19,7 +20,7 @@ from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import (
 #     msa:gw_num=2;gw_file=/home/u/route;gw_plugin=lru;gw_cleanup=1;nam_bytes=107374182400;gce=1
 # (parse it with parse_comment). Slurm propagates --comment to every hetjob component; act on HetJobOffset 0 only.
 # The batch script exports the same values, so MPI and the job's own tools see them.
-COMMENT_PREFIX = "msa:"
+COMMENT_PREFIX = J.PREFIX
 # job option -> (comment key, environment variable in the batch script, the psgw SPANK option of seed 004 §4.2.1)
 GATEWAY_OPTIONS = {
     "gateways": ("gw_num", "MSA_GW_NUM", "--gw_num"),
@@ -46,7 +47,6 @@ COMPONENT_KEYS = ("partition", "module", "nodes", "ntasks", "cpus_per_task", "ti
 LAUNCH_MODES = ("joint", "separate")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PLUGIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # container_image: a component's command runs through this wrapper on the nodes (role msa.hpc.udocker), inside an
 # image of the node's udocker repository, as the submitting user; srun's exit code is the command's.
 CONTAINER_WRAPPER = "msa-container"
@@ -69,20 +69,16 @@ class TransportError(RuntimeError):
 # --- comment -------------------------------------------------------------------------------------------------------
 
 def format_comment(fields):
-    """``msa:key=value;…`` in the order given; values must not hold ``;``, ``=`` or white space."""
-    return COMMENT_PREFIX + ";".join("%s=%s" % (k, v) for k, v in fields)
+    """``msa:key=value;…`` in the order given (the codec of module_utils/_jobopts refuses what it cannot carry)."""
+    return J.format_options(fields)
 
 
 def parse_comment(text):
-    """The ``msa:`` fields of a job comment as a dict (``{}`` for a comment written by someone else)."""
-    if not text or not str(text).startswith(COMMENT_PREFIX):
+    """The ``msa:`` fields of a job comment as a dict (``{}`` for a comment written by someone else or malformed)."""
+    try:
+        return J.parse_msa(text)
+    except J.JobOptionError:
         return {}
-    out = {}
-    for item in str(text)[len(COMMENT_PREFIX):].split(";"):
-        if "=" in item:
-            key, value = item.split("=", 1)
-            out[key.strip()] = value.strip()
-    return out
 
 
 # --- validation ----------------------------------------------------------------------------------------------------
@@ -324,10 +320,13 @@ def validate(job, system=None):
     if spec["launch"] not in LAUNCH_MODES:
         problems.append("launch: %r is not one of %s" % (spec["launch"], ", ".join(LAUNCH_MODES)))
     spec["gateways"] = _count(job.get("gateways", 0) or 0, "gateways", problems, 0) or 0
-    spec["gw_file"] = _plain(job.get("gw_file"), "gw_file", problems)
-    spec["gw_plugin"] = job.get("gw_plugin")
-    if spec["gw_plugin"] is not None and not _PLUGIN.match(str(spec["gw_plugin"])):
-        problems.append("gw_plugin: %r is not a plugin name" % (spec["gw_plugin"],))
+    spec["gw_file"] = spec["gw_plugin"] = None
+    for key, check in (("gw_file", J.check_path), ("gw_plugin", J.check_name)):
+        if job.get(key) is not None:
+            try:  # the gateway prolog refuses the same values: catch them before the job is queued
+                spec[key] = check(job[key], key)
+            except J.JobOptionError as exc:
+                problems.append(str(exc))
     spec["gw_cleanup"] = _bool(job.get("gw_cleanup"), "gw_cleanup", problems)
     for key in ("gw_file", "gw_plugin", "gw_cleanup"):
         if job.get(key) not in (None, False) and not spec["gateways"]:

@@ -52,8 +52,10 @@ options:
     choices: [lru, round_robin]
   strategy:
     description:
-      - Routing strategy (C(--gw_plugin)) - V(balance), V(booster), V(cluster), a site plugin name found in
-        O(plugin_dirs), a Python path C(package.module:function) or a C(.py) file.
+      - Routing strategy (C(--gw_plugin)) by bare name (letters, digits, C(_), C(-)) - V(balance), V(booster),
+        V(cluster), or a site plugin C(<name>.py) found in O(plugin_dirs) or C(/etc/msa-gw/routing.d).
+      - A plugin directory and file must be owned by root and writable by no one else, or the plugin is refused.
+        Paths, C(..) and C(package.module:function) are refused.
     type: str
     default: balance
   plugin_dirs:
@@ -216,8 +218,8 @@ def write_routing(params, allocation, settings, check_mode, result):
     """Build the job's routing file from its gateways; write it only when the content differs."""
     port = params["port"] if params["port"] is not None else settings.get("port", 0)
     endpoints = P.endpoints(allocation, default_port=port)
-    table = R.build_routing(params["cluster_nodes"], params["booster_nodes"], endpoints, params["strategy"],
-                            search_path=params["plugin_dirs"])
+    strategy = R.resolve_strategy(params["strategy"], params["plugin_dirs"], field="strategy")
+    table = R.build_routing(params["cluster_nodes"], params["booster_nodes"], endpoints, strategy)
     data = table.to_bytes()
     path = params["routing_file"]
     before = _read(path)
@@ -273,7 +275,7 @@ def apply(params, check_mode=False):
             if bool(params["cluster_nodes"]) != bool(params["booster_nodes"]):
                 raise P.PoolError("cluster_nodes and booster_nodes must be given together")
             if params["routing_file"] and params["cluster_nodes"]:  # fail before allocating, not after
-                R.resolve_strategy(params["strategy"], params["plugin_dirs"])
+                R.resolve_strategy(params["strategy"], params["plugin_dirs"], field="strategy")
             before = pool.allocation(params["job_id"])
             selection = params["selection"] or settings.get("selection", "lru")
             allocation, changed = pool.allocate(params["job_id"], params["count"], selection)
@@ -350,8 +352,9 @@ def main():
     except P.PoolError as exc:
         module.fail_json(msg=_message(module.params, exc), reason=exc.code, **exc.details)
     except R.RoutingError as exc:
-        field = "strategy" if "strategy" in str(exc) else "cluster_nodes/booster_nodes"
-        module.fail_json(msg="%s: %s" % (field, exc), reason="invalid")
+        text = str(exc)
+        module.fail_json(msg=text if text.startswith("strategy: ") else "cluster_nodes/booster_nodes: %s" % text,
+                         reason="invalid")
     except (OSError, ValueError) as exc:
         module.fail_json(msg="gateway pool %s: %s" % (module.params["db"], exc), reason="invalid")
     if not module._diff:

@@ -148,36 +148,84 @@ def test_duplicate_gateways_are_rejected():
         R.build_routing(["c1"], ["b1"], ["10.0.0.1:1", "10.0.0.1:1"])
 
 
-def test_site_strategy_by_dotted_path(tmp_path, monkeypatch):
-    (tmp_path / "site_routes.py").write_text(textwrap.dedent("""\
-        import numpy as np
-        def first_gateway(clusters, boosters, gateways, **options):
-            return np.zeros((len(clusters), len(boosters)), dtype=int)
-    """))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    table = R.build_routing(nodes("c", 3), nodes("b", 2), gws(3), "site_routes:first_gateway")
-    assert table.load() == {gws(3)[0]: 6, gws(3)[1]: 0, gws(3)[2]: 0}
+LAST = textwrap.dedent("""\
+    import numpy as np
+    def route(clusters, boosters, gateways, **options):
+        return np.full((len(clusters), len(boosters)), len(gateways) - 1)
+""")
 
 
-def test_site_strategy_from_plugin_directory(tmp_path, monkeypatch):
-    (tmp_path / "last.py").write_text(textwrap.dedent("""\
-        import numpy as np
-        def route(clusters, boosters, gateways, **options):
-            return np.full((len(clusters), len(boosters)), len(gateways) - 1)
-    """))
-    monkeypatch.setenv(R.PLUGIN_PATH_ENV, str(tmp_path))
-    assert "last" in R.available_strategies()
-    table = R.build_routing(nodes("c", 2), nodes("b", 2), gws(2), "last")
+@pytest.fixture
+def plugin_dir(tmp_path):
+    d = tmp_path / "routing.d"
+    d.mkdir(mode=0o755)
+    d.chmod(0o755)
+    (d / "last.py").write_text(LAST)
+    (d / "last.py").chmod(0o644)
+    return d
+
+
+def test_site_strategy_from_plugin_directory(plugin_dir):
+    owner = os.getuid()  # root when the suite runs as root; the check is the same for any owner
+    assert "last" in R.available_strategies([str(plugin_dir)], owner=owner)
+    table = R.build_routing(nodes("c", 2), nodes("b", 2), gws(2), R.resolve_strategy("last", [plugin_dir], owner))
     assert set(table.g.tolist()) == {1}
 
 
-def test_parastation_per_pair_plugin_is_accepted(tmp_path):
-    plugin = tmp_path / "psgw_plugin.py"
-    plugin.write_text(textwrap.dedent("""\
+@pytest.mark.parametrize("spec", [
+    "site_routes:first_gateway", "os:system", "/home/u/x.py", "x.py", "../last", "..", "routing.d/last",
+    "last/../last", "", " ", "a b", "last;id", "ünïcode", "x" * 65,
+])
+def test_strategies_come_by_bare_name_only(plugin_dir, spec):
+    with pytest.raises(R.RoutingError, match="gw_plugin: .* is not a routing strategy name"):
+        R.resolve_strategy(spec, [str(plugin_dir)], os.getuid())
+
+
+def test_the_environment_adds_no_plugin_directory(plugin_dir, monkeypatch):
+    monkeypatch.setenv("MSA_GW_ROUTE_PLUGIN_PATH", str(plugin_dir))
+    monkeypatch.setenv("PYTHONPATH", str(plugin_dir))
+    with pytest.raises(R.RoutingError, match="unknown routing strategy 'last'"):
+        R.resolve_strategy("last", [], os.getuid())
+
+
+@pytest.mark.parametrize("breach, message", [
+    (lambda d: (d / "last.py").chmod(0o666), r"file .*last.py is writable by its group or others \(mode 0666\)"),
+    (lambda d: (d / "last.py").chmod(0o664), r"file .*last.py is writable by its group or others \(mode 0664\)"),
+    (lambda d: d.chmod(0o777), r"directory .*routing.d is writable by its group or others \(mode 0777\)"),
+    (lambda d: d.chmod(0o1777), r"directory .*routing.d is writable by its group or others \(mode 1777\)"),
+])
+def test_plugin_files_anyone_but_the_owner_could_write_are_refused(plugin_dir, breach, message):
+    breach(plugin_dir)
+    with pytest.raises(R.RoutingError, match=message + ": refused"):
+        R.resolve_strategy("last", [str(plugin_dir)], os.getuid())
+
+
+def test_plugin_files_not_owned_by_root_are_refused(plugin_dir):
+    # with the owner the check expects being someone else, a file of ours is "not root's"
+    with pytest.raises(R.RoutingError, match=r"directory .*routing.d is owned by uid %d, not root: refused"
+                       % os.getuid()):
+        R.resolve_strategy("last", [str(plugin_dir)], owner=os.getuid() + 1)
+    if os.getuid() == 0:
+        os.chown(plugin_dir / "last.py", 1000, 1000)
+        with pytest.raises(R.RoutingError, match=r"file .*last.py is owned by uid 1000, not root: refused"):
+            R.resolve_strategy("last", [str(plugin_dir)])
+
+
+def test_a_plugin_reached_through_a_symbolic_link_is_refused(plugin_dir, tmp_path):
+    (plugin_dir / "last.py").rename(tmp_path / "elsewhere.py")
+    (plugin_dir / "last.py").symlink_to(tmp_path / "elsewhere.py")
+    with pytest.raises(R.RoutingError, match="is not a plain file"):
+        R.resolve_strategy("last", [str(plugin_dir)], os.getuid())
+
+
+def test_parastation_per_pair_plugin_is_accepted(plugin_dir):
+    (plugin_dir / "psgw_plugin.py").write_text(textwrap.dedent("""\
         def routeConnectionS(sizeA, sizeB, numGwd, localA, localB):
             return None, (localA + localB) % numGwd
     """))
-    table = R.build_routing(nodes("c", 3), nodes("b", 3), gws(2), str(plugin))
+    (plugin_dir / "psgw_plugin.py").chmod(0o644)
+    func = R.resolve_strategy("psgw_plugin", [str(plugin_dir)], os.getuid())
+    table = R.build_routing(nodes("c", 3), nodes("b", 3), gws(2), func)
     m = table.matrix()
     assert [[(i + j) % 2 for j in range(3)] for i in range(3)] == m.tolist()
 

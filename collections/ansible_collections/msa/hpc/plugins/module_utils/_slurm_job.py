@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One job as the Slurm controller's hooks see it: ``scontrol show job --json`` read and every field validated."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+from ansible_collections.msa.hpc.plugins.module_utils._hostlist import HostlistError, expand
+
+_USER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?$")
+_PARTITION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_LICENSE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_]*)(?:[:*](\d{1,9}))?\s*$")
+_JOB_ID = re.compile(r"^[1-9][0-9]{0,9}$")
+MAX_ID = (1 << 32) - 2          # uid/gid 4294967295 is (uid_t)-1, never a real account
+
+
+class JobRecordError(ValueError):
+    """A job that cannot be read, or a field of it the hooks will not act on; the message names field and value."""
+
+
+def check_job_id(value, field="job id"):
+    text = str(value).strip()
+    if not _JOB_ID.match(text):
+        raise JobRecordError("%s: %r is not a Slurm job id" % (field, value))
+    return text
+
+
+def parse_licenses(text, field="licenses"):
+    """``gateway:2,nam*100`` (both separators Slurm has used) → ``{"gateway": 2, "nam": 100}``."""
+    out = {}
+    text = "" if text in (None, "(null)") else str(text)
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        m = _LICENSE.match(item)
+        if not m:
+            raise JobRecordError("%s: %r is not name[:count]" % (field, item))
+        out[m.group(1)] = out.get(m.group(1), 0) + int(m.group(2) or 1)
+    return out
+
+
+def _id(value, field):
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ID:
+        raise JobRecordError("%s: %r is not a numeric id" % (field, value))
+    return value
+
+
+def _string(job, key):
+    value = job.get(key)
+    return "" if value is None else str(value)
+
+
+def record(job):
+    """One job of ``scontrol show job --json`` → the fields the hooks use, each validated."""
+    if not isinstance(job, dict):
+        raise JobRecordError("job record: %r is not an object" % (job,))
+    rec = {"job_id": check_job_id(job.get("job_id"), "job_id")}
+    where = "job %s" % rec["job_id"]
+    user = _string(job, "user_name")
+    if not _USER.match(user):
+        raise JobRecordError("%s: user_name %r is not a user name" % (where, user))
+    rec["user"] = user
+    rec["uid"] = _id(job.get("user_id"), "%s: user_id" % where)
+    rec["gid"] = _id(job.get("group_id"), "%s: group_id" % where)
+    workdir = _string(job, "current_working_directory")
+    if not workdir.startswith("/") or "\x00" in workdir or "/../" in workdir + "/":
+        raise JobRecordError("%s: current_working_directory %r is not an absolute path" % (where, workdir))
+    rec["workdir"] = workdir
+    rec["comment"] = _string(job, "comment")
+    rec["licenses"] = parse_licenses(job.get("licenses"), "%s: licenses" % where)
+    partition = _string(job, "partition")
+    if partition and not _PARTITION.match(partition):
+        raise JobRecordError("%s: partition %r is not a partition name" % (where, partition))
+    rec["partition"] = partition
+    nodes = _string(job, "nodes")
+    try:
+        rec["nodes"] = [] if nodes in ("", "(null)") else expand(nodes)
+    except (HostlistError, ValueError) as exc:
+        raise JobRecordError("%s: nodes %r: %s" % (where, nodes, exc)) from None
+    het = job.get("het_job_id") or 0
+    rec["het_job_id"] = check_job_id(het, "%s: het_job_id" % where) if het else None
+    offset = job.get("het_job_offset") or 0
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < 4096:
+        raise JobRecordError("%s: het_job_offset %r is not a component index" % (where, offset))
+    rec["het_job_offset"] = offset
+    rec["state"] = _string(job, "job_state")
+    return rec
+
+
+def parse_jobs(text):
+    """``scontrol show job --json`` output → validated records (one per heterogeneous job component)."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise JobRecordError("scontrol show job --json: not JSON (%s)" % exc) from None
+    jobs = data.get("jobs") if isinstance(data, dict) else None
+    if not isinstance(jobs, list):
+        raise JobRecordError("scontrol show job --json: no 'jobs' list in %r" % (str(text)[:200],))
+    return [record(j) for j in jobs]
+
+
+def read_job(job_id, scontrol="scontrol", run=subprocess.run):
+    """The records of job ``job_id`` (all components of a heterogeneous job, leader first)."""
+    job_id = check_job_id(job_id, "SLURM_JOB_ID")
+    try:
+        proc = run([scontrol, "show", "job", "--json", job_id], capture_output=True, text=True, timeout=30,
+                   check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise JobRecordError("cannot read job %s with %s: %s" % (job_id, scontrol, exc)) from None
+    if proc.returncode != 0:
+        raise JobRecordError("cannot read job %s with %s: %s" % (job_id, scontrol,
+                                                                  (proc.stderr or proc.stdout).strip()[:300]))
+    records = parse_jobs(proc.stdout)
+    if not records:
+        raise JobRecordError("scontrol knows no job %s" % job_id)
+    return records
+
+
+def components(records, job_id):
+    """Records of every component when ``job_id`` leads (or is) the job, leader first; None for a later component."""
+    mine = next((r for r in records if r["job_id"] == str(job_id)), None)
+    if mine is None:
+        raise JobRecordError("scontrol show job %s answered for jobs %s only" % (
+            job_id, ", ".join(r["job_id"] for r in records)))
+    het = mine["het_job_id"]
+    if het and het != mine["job_id"]:
+        return None
+    if not het:
+        return [mine]
+    comps = sorted((r for r in records if r["het_job_id"] == het), key=lambda r: r["het_job_offset"])
+    for r in comps[1:]:
+        if (r["user"], r["uid"]) != (mine["user"], mine["uid"]):
+            raise JobRecordError("job %s: component %s belongs to %s, not %s" % (job_id, r["job_id"], r["user"],
+                                                                                 mine["user"]))
+    return comps
+
+
+def granted(records, name):
+    """Licences ``name`` the (heterogeneous) job was granted: the largest count of one component (Slurm copies a
+    job-wide --licenses to each component of a hetjob, so adding them up would count them twice)."""
+    return max([r["licenses"].get(name, 0) for r in records] + [0])
