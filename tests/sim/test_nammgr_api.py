@@ -125,7 +125,7 @@ def test_a_request_larger_than_any_free_segment_says_what_is_left(manager):
 
 def test_bad_input_is_answered_with_400_naming_the_field(manager):
     status, body = call(manager, "POST", "/nam/allocations", {"size": "12 parsecs"})
-    assert status == 400 and "size '12 parsecs'" in body["error"]["message"]
+    assert status == 400 and "size: '12 parsecs'" in body["error"]["message"]
     status, body = call(manager, "POST", "/nam/allocations", {"size": "1M", "volatile": "yes"})
     assert status == 400 and "volatile" in body["error"]["message"]
 
@@ -176,7 +176,7 @@ def test_client_allocates_for_a_job_and_frees_it_idempotently(manager):
     assert rc == 0 and "freed 1 allocations (64MiB)" in out
     assert "freed 0 allocations" in cli(manager, "free-job", "--job", "55")[1]
     rc, _, err = cli(manager, "alloc", "--job", "1", "--user", "alice", "--size", "1.3", "--name", "x")
-    assert rc == 1 and "--size '1.3'" in err
+    assert rc == 1 and "--size: '1.3'" in err
 
 
 def test_prolog_allocates_the_exact_size_of_a_packjob_comment_and_epilog_frees_it(manager):

@@ -7,7 +7,6 @@ import argparse
 import base64
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -15,8 +14,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from ansible_collections.msa.hpc.plugins.module_utils import _nam_hooks as H
 from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, format_size, parse_size
-from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import NAM_LICENSE_UNIT
 
 HELP = """
     python3 -m msa_sim.nammgr.client alloc --job 42 --user alice --size 1G [--name N] [--nonvolatile]
@@ -32,19 +31,13 @@ The manager's URL and credentials come from the options, else NAM_MANAGER_URL / 
 NAM_MANAGER_PASSWORD / NAM_MANAGER_TOKEN, else the key=value file NAM_MANAGER_CLIENT_CONF
 (default /etc/nam-manager/client.conf: ``url=``, ``user=``, ``password=`` or ``token=``).
 
-The prolog reads the job's NAM request, first match wins, from the exact size msa.hpc.slurm_packjob puts
-in the job comment (``--comment=msa:...;nam_bytes=<bytes>;...``), from a hand-written comment
-(``--comment=nam=100G[,nam_nonvolatile][,nam_name=N]``) or from its licenses (``-L nam:<GiB>``: one cluster
-license per GiB, the license count of slurm.conf being the NAM capacity so that Slurm does the bound check),
-allocates it for the job's user as allocation ``slurm-<job>`` and exits 1 on failure (slurmctld then
-requeues a batch job). The epilog frees everything the job holds and always exits 0.
+``prolog`` and ``epilog`` are aliases of the collection's NAM/GCE hooks (module_utils/_nam_hooks.py, installed by
+the role msa.hpc.nam_manager as msa-nam-hook): the job's NAM size comes from its comment or its ``nam`` licences
+and is bounded by the licences Slurm granted it.
 """
 
 DEFAULT_CONF = "/etc/nam-manager/client.conf"
 REQUEUE = 1
-# msa.hpc.slurm_packjob's comment: msa:key=value;... with the exact NAM size in bytes (module_utils/_packjob.py)
-MSA_COMMENT_PREFIX = "msa:"
-MSA_NAM_KEY = "nam_bytes"
 
 
 class ClientError(Exception):
@@ -163,101 +156,33 @@ def squeue_jobs(squeue="squeue"):
 
 # ------------------------------------------------------------------ Slurm prolog / epilog
 
-def parse_licenses(text, name):
-    """Count of license ``name`` in ``nam:1024,gateway*2`` (both separators Slurm has used); 0 when absent."""
-    for item in str(text or "").split(","):
-        m = re.fullmatch(r"\s*([^:*\s]+)(?:[:*](\d+))?\s*", item)
-        if m and m.group(1) == name:
-            return int(m.group(2) or 1)
-    return 0
+def _hook_client(args, env):
+    """The collection's RestClient with this CLI's URL and credentials, for the collection's NAM hooks."""
+    from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient
+    conf = read_conf(args.conf or env.get("NAM_MANAGER_CLIENT_CONF") or DEFAULT_CONF)
+    pick = lambda opt, var, key: opt or env.get(var) or conf.get(key)  # noqa: E731
+    return RestClient(pick(args.url, "NAM_MANAGER_URL", "url"), username=pick(args.auth_user, "NAM_MANAGER_USER",
+                                                                               "user"),
+                      password=pick(args.auth_password, "NAM_MANAGER_PASSWORD", "password"),
+                      token=pick(args.token, "NAM_MANAGER_TOKEN", "token"), timeout=args.timeout,
+                      retries=args.retries)
 
 
-def parse_comment(text):
-    """``nam=100G,nam_nonvolatile,nam_name=N`` inside a job comment → dict (other words are ignored).
-
-    A comment of msa.hpc.slurm_packjob (``msa:gw_num=2;nam_bytes=1073741824;gce=1``) gives the exact size in bytes
-    as ``size``."""
-    text = str(text or "")
-    if text.startswith(MSA_COMMENT_PREFIX):
-        fields = dict(item.split("=", 1) for item in text[len(MSA_COMMENT_PREFIX):].split(";") if "=" in item)
-        value = fields.get(MSA_NAM_KEY, "").strip()
-        return {"size": value} if value else {}
-    out = {}
-    for m in re.finditer(r"(?<![\w-])nam(?:_(nonvolatile|name|device))?(?:=([^,;\s]*))?", str(text or "")):
-        key, value = m.group(1) or "size", m.group(2)
-        if key == "nonvolatile":
-            out[key] = (value or "yes").lower() in ("1", "yes", "true", "on")
-        elif value:
-            out[key] = value
-    return out
-
-
-def scontrol_job(job_id, scontrol="scontrol"):
-    out = subprocess.run([scontrol, "show", "job", "-o", str(job_id)], capture_output=True, text=True,
-                         check=True, timeout=60).stdout
-    rec = {}
-    for m in re.finditer(r"(\w[\w:/]*)=(.*?)(?=\s+\w[\w:/]*=|\s*$)", out.splitlines()[0] if out else ""):
-        rec.setdefault(m.group(1), m.group(2))
-    return rec
-
-
-def nam_request(env, license_name="nam", scontrol="scontrol"):
-    """(job id, user, size in bytes or 0, options) of the job slurmctld runs the prolog for."""
-    job = env.get("SLURM_HET_JOB_ID") or env.get("SLURM_PACK_JOB_ID") or env.get("SLURM_JOB_ID")
-    if not job:
-        raise ClientError("SLURM_JOB_ID is not set: run this as PrologSlurmctld/EpilogSlurmctld")
-    user = env.get("SLURM_JOB_USER")
-    licenses, comment = env.get("SLURM_JOB_LICENSES"), env.get("SLURM_JOB_COMMENT")
-    if licenses is None and comment is None:
-        try:
-            rec = scontrol_job(job, scontrol)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise ClientError("cannot read job %s with %s: %s" % (job, scontrol, exc)) from None
-        licenses, comment = rec.get("Licenses"), rec.get("Comment")
-        user = user or (rec.get("UserId") or "").split("(")[0] or None
-    opts = parse_comment(comment)
-    if "size" in opts:
-        try:
-            size = parse_size(opts["size"], "nam")
-        except SizeError as exc:
-            raise ClientError("job %s: %s in the job comment" % (job, exc)) from None
-    else:
-        size = parse_licenses(licenses, license_name) * NAM_LICENSE_UNIT
-    if size and not user:
-        raise ClientError("job %s: SLURM_JOB_USER is not set" % job)
-    return str(job), user, size, opts
+def _hook(action, env, args, out, err):
+    """``prolog``/``epilog``: an alias of the collection's hooks (module_utils/_nam_hooks.py), which the role
+    msa.hpc.nam_manager installs as ``msa-nam-hook``; nothing the roles install runs this alias."""
+    argv = [action, "--license", args.license, "--gce-license", args.gce_license, "--scontrol", args.scontrol,
+            "--user-helper", args.user_helper]
+    return H.main(argv, env=env, out=out, err=err, prog="python3 -m msa_sim.nammgr.client",
+                  client_factory=lambda _conf: _hook_client(args, env))
 
 
 def prolog(client, env, args, out, err):
-    try:
-        job, user, size, opts = nam_request(env, args.license, args.scontrol)
-        if not size:
-            return 0
-        rec = alloc(client, job, user, size, name=opts.get("name") or "slurm-%s" % job,
-                    volatile=not opts.get("nonvolatile", False), device=opts.get("device"))
-    except ClientError as exc:
-        print("nam prolog: %s" % exc, file=err)
-        return REQUEUE
-    print("nam prolog: job %s: allocation %s of %s on %s at offset %d" % (
-        job, rec["id"], format_size(rec["size"]), rec["device"], rec["offset"]), file=out)
-    return 0
+    return _hook("prolog", env, args, out, err)
 
 
 def epilog(client, env, args, out, err):
-    job = env.get("SLURM_HET_JOB_ID") or env.get("SLURM_PACK_JOB_ID") or env.get("SLURM_JOB_ID")
-    if not job:
-        print("nam epilog: SLURM_JOB_ID is not set", file=err)
-        return 0
-    try:
-        done = free_job(client, job)
-    except ClientError as exc:
-        # The job is over whatever happens here; the allocation stays until an orphan sweep frees it.
-        print("nam epilog: job %s: %s (run 'orphans --squeue' later)" % (job, exc), file=err)
-        return 0
-    if done["freed"] or done["released"]:
-        print("nam epilog: job %s: freed allocations %s (%s), released communicators %s" % (
-            job, done["freed"], format_size(done["bytes"]) if done["bytes"] else "0B", done["released"]), file=out)
-    return 0
+    return _hook("epilog", env, args, out, err)
 
 
 # ------------------------------------------------------------------ CLI
@@ -365,9 +290,10 @@ def parser():
     sub.add_parser("limits", help="GCE limits and what is left")
     for name in ("prolog", "epilog"):
         p = sub.add_parser(name, help="run as %sSlurmctld" % name.capitalize())
-        p.add_argument("--license", default="nam",
-                       help="license whose count is the job's NAM request in GiB (when the comment has no size)")
+        p.add_argument("--license", default="nam", help="licence counting the job's NAM in GiB (its upper bound)")
+        p.add_argument("--gce-license", default="gce", help="licence a job needs for the GCE")
         p.add_argument("--scontrol", default="scontrol")
+        p.add_argument("--user-helper", default=H.U.USER_FILE_HELPER)
     return ap
 
 

@@ -20,6 +20,7 @@ _HANDWRITTEN = re.compile(r"(?<![\w-])(gw_num|gw_file|gw_plugin|gw_cleanup|nam_b
                           r"nam_device|nam|gce)(?![\w-])(?:=([^,;\s]*))?")
 MAX_PATH = 1024
 TRUE, FALSE = ("", "1", "yes", "true", "on"), ("0", "no", "false", "off")
+FLAGS = ("gw_cleanup", "nam_nonvolatile")   # may stand alone in a hand-written comment
 
 
 class JobOptionError(ValueError):
@@ -63,7 +64,11 @@ def parse_handwritten(text):
     """The msa.hpc keys of a hand-written comment (``gw_num=2,gw_file=f nam=1G``) as strings; a flag is ``""``."""
     out = {}
     for m in _HANDWRITTEN.finditer(str(text or "")):
-        key, value = m.group(1), m.group(2) or ""
+        key, value = m.group(1), m.group(2)
+        if value is None:
+            if key not in FLAGS:
+                continue  # a bare "gce" or "nam" is a word of the comment, not an option
+            value = ""
         if key in out:
             raise JobOptionError("job comment: %s is given twice (%r and %r)" % (key, out[key], value))
         out[key] = value
@@ -162,7 +167,7 @@ def encode(options, extra=()):
     """Typed options (as decode returns them) → the ``msa:`` form; ``extra`` (key, value) pairs follow."""
     fields = []
     for key in HOOK_KEYS:
-        if key == "nam_bytes" or key not in options or options[key] in (None, False):
+        if key == "nam_bytes" or options.get(key) is None or options[key] is False:
             continue
         value = options[key]
         _DECODERS[key](value, key)  # refuse what the hooks would refuse

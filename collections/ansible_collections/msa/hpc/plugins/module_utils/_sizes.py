@@ -26,11 +26,10 @@ def parse_size(value, field="size", minimum=1):
     if isinstance(value, int):
         number = Decimal(value)
     else:
-        if isinstance(value, float):
-            value = repr(value)
-        if not isinstance(value, str):
+        text = repr(value) if isinstance(value, float) else value
+        if not isinstance(text, str):
             raise SizeError("%s: %r is not a size (expected %s)" % (field, value, HINT))
-        m = _SIZE.match(value)
+        m = _SIZE.match(text)
         if not m or (m.group("i") and not m.group("unit")):
             raise SizeError("%s: %r is not a size (expected %s)" % (field, value, HINT))
         try:

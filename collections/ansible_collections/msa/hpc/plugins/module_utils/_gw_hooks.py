@@ -1,0 +1,394 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PrologSlurmctld/EpilogSlurmctld of the MPI gateways and their health check (run as SlurmUser by msa-gw-hook).
+
+The prolog reads the job with ``scontrol show job --json``, takes its gateway count from the gateway licences Slurm
+granted it (``gw_num`` in the comment may ask fewer, never more), decodes the job's options (module_utils/_jobopts)
+and checks every one before anything is done: the routing strategy is a bare name of a built-in or a root-owned
+plugin, the routing file lies in the user's home or the job's working directory. It then probes the idle gateways'
+agents, allocates gateways from the pool, starts one psgwd per gateway and writes the routing file as the job's user
+(module_utils/_userfile). Any refusal or failure undoes what was done, writes one line to ``JOB-<id>-psgw.err`` in
+the job's working directory and exits 1: slurmctld requeues a batch job (an interactive one is cancelled). The
+epilog stops the daemons, frees the gateways and removes the routing file when ``gw_cleanup`` was asked; it always
+exits 0. ``health`` probes the idle gateways' agents and holds the licences of those no job may be given in the
+licence-only reservation ``msa_gw_down``, so Slurm starts no job the live gateways cannot serve.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
+from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
+from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
+from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+from ansible_collections.msa.hpc.plugins.module_utils import _userfile as U
+
+REQUEUE = 1  # exit status that makes slurmctld requeue (batch) or cancel (interactive) the job
+RESERVATION = "msa_gw_down"  # license-only reservation holding the licences of gateways no job may be given
+HEALTH_TIMEOUT = 3.0
+_RESERVATION_LICENSES = re.compile(r"(?:^|\s)Licenses=(\S*)")
+
+
+class PrologError(Exception):
+    """The job cannot get its gateways; the message goes to slurmctld's log and the job's error file."""
+
+
+# --------------------------------------------------------------------------- the job
+
+class Job:
+    """What the prolog needs to know about a (heterogeneous) job, every value checked."""
+
+    def __init__(self, records, settings):
+        leader = records[0]
+        self.job_id, self.user, self.uid, self.gid = leader["job_id"], leader["user"], leader["uid"], leader["gid"]
+        self.workdir = leader["workdir"]
+        try:
+            self.home = U.home_of(self.uid, self.user)
+        except U.UserFileError:
+            self.home = None  # the helper, which reads the job again, refuses then
+        self.error_file = os.path.join(self.workdir, "JOB-%s-psgw.err" % self.job_id)
+        self.options = J.decode(leader["comment"])
+        granted = S.granted(records, settings["license"])
+        asked = self.options.get("gw_num")
+        if asked is not None and asked > granted:
+            raise J.JobOptionError("gw_num: %d asks more gateways than the %d %s licence%s Slurm granted the job "
+                                   "(ask with --licenses=%s:%d)" % (asked, granted, settings["license"],
+                                                                    "" if granted == 1 else "s",
+                                                                    settings["license"], asked))
+        self.count = granted if asked is None else asked
+        self.cluster, self.booster = [], []
+        cluster_parts = set(settings["cluster_partitions"])
+        for r in records:
+            side = self.cluster if r["partition"] in cluster_parts else self.booster
+            side.extend(n for n in r["nodes"] if n not in side)
+        self.strategy_name = self.options.get("gw_plugin") or settings["strategy"]
+        self.cleanup = bool(self.options.get("gw_cleanup", False))
+        name = self.options.get("gw_file") or "%s-%s" % (settings["route_prefix"], self.job_id)
+        try:
+            self.routing_file = U.check_lexically(U.resolve(name, self.workdir), self.roots)
+        except U.UserFileError as exc:
+            raise J.JobOptionError(str(exc)) from None
+
+    @property
+    def roots(self):
+        return [self.home, self.workdir]
+
+    def as_record(self):
+        return {"job_id": self.job_id, "user": self.user, "uid": self.uid, "gid": self.gid, "workdir": self.workdir,
+                "home": self.home}
+
+
+def leader_records(job_id, scontrol):
+    """Records of all components when ``job_id`` leads (or is) the job; None for a later component."""
+    try:
+        return S.components(S.read_job(job_id, scontrol), job_id)
+    except S.JobRecordError as exc:
+        raise PrologError(str(exc)) from None
+
+
+# --------------------------------------------------------------------------- agents (through the shared RestClient)
+
+def agent_call(base_url, method, path, token, body=None, timeout=15.0):
+    from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
+    try:
+        client = RestClient(base_url, token=token, token_header="Authorization", timeout=timeout, retries=0)
+        return client.request(method, path, body=body, expect=(200, 201, 202, 204))[1]
+    except RestError as exc:
+        detail = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else None
+        message = detail.get("message") if isinstance(detail, dict) else None
+        if exc.status is None:
+            raise PrologError("agent %s unreachable: %s" % (base_url, exc)) from None
+        raise PrologError("agent %s answered HTTP %s to %s %s%s" % (base_url, exc.status, method, path,
+                                                                    ": " + message if message else "")) from None
+
+
+def agent_probe(token=None, timeout=HEALTH_TIMEOUT):
+    """A probe for ``GatewayPool.refresh_health``: None when the gateway's agent answers healthy, else why not."""
+    def probe(gw):
+        try:
+            rec = agent_call(gw["agent"], "GET", "/v1/health", token, timeout=timeout)
+        except PrologError as exc:
+            return str(exc)
+        if not isinstance(rec, dict) or not rec.get("ok"):
+            return "agent %s is not healthy: %s" % (gw["agent"], json.dumps(rec, sort_keys=True)[:200])
+        return None
+    return probe
+
+
+def read_token(path):
+    if not path:
+        return None
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            return fh.read().strip() or None
+    except OSError as exc:
+        raise PrologError("cannot read agent token %s: %s" % (path, exc)) from None
+
+
+# --------------------------------------------------------------------------- Slurm's view of the live gateways
+
+def _scontrol(scontrol, *args):
+    try:
+        proc = subprocess.run([scontrol] + list(args), capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise PrologError("%s %s failed: %s" % (scontrol, " ".join(args), exc)) from None
+    return proc.returncode, (proc.stdout + proc.stderr).strip()
+
+
+def reserved_licenses(scontrol, name, license_name):
+    """Licences ``license_name`` held by reservation ``name``; None when there is no such reservation."""
+    code, out = _scontrol(scontrol, "-o", "show", "reservation", name)
+    if code != 0 or "ReservationName=%s " % name not in out + " ":
+        return None
+    m = _RESERVATION_LICENSES.search(out)
+    try:
+        return S.parse_licenses(m.group(1) if m else "").get(license_name, 0)
+    except S.JobRecordError as exc:
+        raise PrologError("reservation %s: %s" % (name, exc)) from None
+
+
+def sync_reservation(scontrol, name, license_name, count):
+    """Make reservation ``name`` hold exactly ``count`` licences (none: no reservation); return whether it changed."""
+    current = reserved_licenses(scontrol, name, license_name)
+    if (current or 0) == count:
+        return False
+    lic = "licenses=%s:%d" % (license_name, count)
+    if count == 0:
+        args = ["delete", "reservation=%s" % name]
+    elif current is None:
+        args = ["create", "reservation=%s" % name, "starttime=now", "duration=infinite", "users=root",
+                "flags=any_nodes", lic]
+    else:
+        args = ["update", "reservation=%s" % name, lic]
+    code, out = _scontrol(scontrol, *args)
+    if code != 0:
+        raise PrologError("cannot hold %d %s licences in reservation %s: %s" % (count, license_name, name, out))
+    return True
+
+
+def refresh(pool, settings, opts, out, token=None):
+    """Probe the idle gateways, then hold the licences of those no job may be given; return what changed."""
+    changed = pool.refresh_health(agent_probe(token, opts.health_timeout))
+    for state in ("down", "up"):
+        for name in changed[state]:
+            gw = next(g for g in pool.gateways() if g["name"] == name)
+            out.write("psgw: gateway %s is %s%s\n" % (name, state, " (%s)" % gw["reason"] if gw["reason"] else ""))
+    unavailable = pool.unavailable()
+    if opts.reservation:
+        try:
+            if sync_reservation(opts.scontrol, opts.reservation, settings["license"], len(unavailable)):
+                out.write("psgw: reservation %s holds %d %s licences (%s)\n" % (
+                    opts.reservation, len(unavailable), settings["license"], " ".join(unavailable) or "none"))
+        except PrologError as exc:
+            out.write("psgw: %s\n" % exc)
+    return dict(changed, unavailable=unavailable)
+
+
+def health(env, opts, out=sys.stdout):
+    gateways, settings = P.load_pool_file(opts.pool_file)
+    token = read_token(opts.token_file)
+    with P.GatewayPool(opts.db) as pool:
+        pool.sync(gateways)
+        refresh(pool, settings, opts, out, token)
+    return 0
+
+
+# --------------------------------------------------------------------------- prolog / epilog
+
+def write_error_file(job, message, helper):
+    """One line in the job's error file, as the job's user; a failure here is only logged by the caller."""
+    try:
+        U.user_file(job.as_record(), "append", job.error_file, ("psgw: %s\n" % message).encode("utf-8"), helper,
+                    key="error_file")
+    except (OSError, U.UserFileError) as exc:
+        return str(exc)
+    return None
+
+
+def prolog(env, opts, out=sys.stdout):
+    job_id = env.get("SLURM_JOB_ID")
+    if not job_id:
+        raise PrologError("SLURM_JOB_ID is not set: run me as PrologSlurmctld")
+    gateways, settings = P.load_pool_file(opts.pool_file)
+    records = leader_records(job_id, opts.scontrol)
+    if records is None:
+        out.write("psgw: job %s is a later component of a heterogeneous job; its leader sets up gateways\n" % job_id)
+        return 0
+    job = None
+    try:
+        try:
+            job = Job(records, settings)
+        except J.JobOptionError as exc:
+            job = _ErrorOnly(records[0])
+            raise PrologError("job %s refused: %s" % (job_id, exc)) from None
+        if job.count <= 0:
+            return 0
+        try:  # refuse a strategy before any gateway is taken
+            strategy = R.resolve_strategy(job.strategy_name, settings["plugin_dirs"])
+        except R.RoutingError as exc:
+            raise PrologError("job %s refused: %s" % (job_id, exc)) from None
+        if not job.cluster or not job.booster:
+            raise PrologError("job %s asks for %d gateways but has no nodes on %s side (partitions %s are the "
+                              "cluster side)" % (job_id, job.count, "the cluster" if not job.cluster else "the booster",
+                                                 ", ".join(settings["cluster_partitions"])))
+        with P.GatewayPool(opts.db) as pool:
+            pool.sync(gateways)
+            health_state = refresh(pool, settings, opts, out, read_token(opts.token_file))
+            info = {"routing_file": job.routing_file, "cleanup": job.cleanup, "user": job.user, "uid": job.uid,
+                    "gid": job.gid, "strategy": job.strategy_name, "workdir": job.workdir, "home": job.home}
+            try:
+                alloc, _ = pool.allocate(job.job_id, job.count, settings["selection"], info=info)
+            except P.PoolError as exc:
+                why = "%s (%s)" % (exc, exc.code)
+                if exc.code == "busy" and health_state["unavailable"]:
+                    why += "; not available: %s" % ", ".join(
+                        "%s (%s %s)" % (g["name"], g["state"], g["reason"]) for g in pool.gateways()
+                        if g["name"] in health_state["unavailable"])
+                raise PrologError(why) from None
+            try:
+                setup(job, strategy, pool, alloc, settings, opts, out)
+            except BaseException:
+                teardown(job.job_id, pool, opts, out, quiet=True)
+                raise
+    except PrologError as exc:
+        if job is not None:
+            failed = write_error_file(job, str(exc), opts.user_helper)
+            if failed:
+                out.write("psgw: job %s: cannot write %s: %s\n" % (job_id, job.error_file, failed))
+        raise
+    return 0
+
+
+class _ErrorOnly:
+    """Where the refusal of a job whose options are bad is written: its working directory, as its user."""
+
+    def __init__(self, leader):
+        self.job_id, self.user, self.uid, self.gid = leader["job_id"], leader["user"], leader["uid"], leader["gid"]
+        self.workdir = leader["workdir"]
+        try:
+            self.home = U.home_of(self.uid, self.user)
+        except U.UserFileError:
+            self.home = None
+        self.error_file = os.path.join(self.workdir, "JOB-%s-psgw.err" % self.job_id)
+
+    as_record = Job.as_record
+
+
+def setup(job, strategy, pool, alloc, settings, opts, out):
+    token = read_token(opts.token_file)
+    for gw in alloc["gateways"]:
+        rec = agent_call(gw["agent"], "POST", "/v1/jobs", token, {"job": job.job_id, "port": settings["port"]})
+        try:
+            port = int(rec["port"])
+        except (TypeError, KeyError, ValueError):
+            raise PrologError("agent %s answered no port for job %s: %r" % (gw["agent"], job.job_id, rec)) from None
+        pool.set_port(job.job_id, gw["name"], port)
+    alloc = pool.allocation(job.job_id)
+    endpoints = P.endpoints(alloc)
+    try:
+        table = R.build_routing(job.cluster, job.booster, endpoints, strategy)
+    except R.RoutingError as exc:
+        raise PrologError("job %s: %s" % (job.job_id, exc)) from None
+    try:
+        U.user_file(job.as_record(), "write", job.routing_file, R.format_routing(table), opts.user_helper)
+    except (OSError, U.UserFileError) as exc:
+        raise PrologError("job %s: cannot write routing file %s: %s" % (job.job_id, job.routing_file, exc)) from None
+    out.write("psgw: job %s: %d gateways %s, %d routes (%s) in %s\n" % (
+        job.job_id, len(endpoints), " ".join(endpoints), len(table), job.strategy_name, job.routing_file))
+
+
+def teardown(job_id, pool, opts, out, quiet=False):
+    """Stop the job's daemons, remove its routing file if asked, free its gateways; return the byte report."""
+    alloc = pool.allocation(job_id)
+    if alloc is None:
+        return None
+    try:
+        token = read_token(opts.token_file)
+    except PrologError as exc:
+        out.write("psgw: %s\n" % exc)
+        token = None
+    report = {"job": str(job_id), "gateways": {}, "stopped": time.time()}
+    for gw in alloc["gateways"]:
+        if gw["port"] is None and quiet:
+            try:  # the prolog may have died between the agent's start and recording the port
+                agent_call(gw["agent"], "DELETE", "/v1/jobs/%s" % job_id, token)
+            except PrologError:
+                pass
+            continue
+        try:
+            res = agent_call(gw["agent"], "DELETE", "/v1/jobs/%s" % job_id, token)
+            report["gateways"][gw["name"]] = (res or {}).get("stats")
+        except PrologError as exc:
+            out.write("psgw: job %s: %s; marking gateway %s down\n" % (job_id, exc, gw["name"]))
+            pool.set_state([gw["name"]], "down", "psgwd of job %s not stopped: %s" % (job_id, exc))
+    info = alloc["info"]
+    if info.get("cleanup") and info.get("routing_file") and info.get("uid") is not None:
+        record = {"job_id": str(job_id), "user": info.get("user"), "uid": info.get("uid"), "gid": info.get("gid"),
+                  "workdir": info.get("workdir") or os.path.dirname(info["routing_file"]), "home": info.get("home")}
+        try:
+            U.user_file(record, "remove", info["routing_file"], helper=opts.user_helper)
+        except (OSError, U.UserFileError) as exc:
+            out.write("psgw: job %s: cannot remove %s: %s\n" % (job_id, info["routing_file"], exc))
+    pool.release(job_id)
+    return report
+
+
+def epilog(env, opts, out=sys.stdout):
+    job_id = env.get("SLURM_JOB_ID")
+    try:
+        job_id = S.check_job_id(job_id, "SLURM_JOB_ID")
+    except S.JobRecordError as exc:
+        raise PrologError("%s: run me as EpilogSlurmctld" % exc) from None
+    with P.GatewayPool(opts.db) as pool:
+        report = teardown(job_id, pool, opts, out)
+    if report is None:
+        return 0
+    for name, stats in sorted(report["gateways"].items()):
+        dirs = (stats or {}).get("directions", {})
+        out.write("psgw: job %s gateway %s: %s\n" % (job_id, name, ", ".join(
+            "%s %d bytes" % (k, v["bytes"]) for k, v in sorted(dirs.items())) or "no traffic"))
+    if opts.report_dir:
+        try:
+            os.makedirs(opts.report_dir, exist_ok=True)
+            with open(os.path.join(opts.report_dir, "%s.json" % job_id), "w", encoding="utf-8") as fh:
+                json.dump(report, fh, sort_keys=True, indent=1)
+        except OSError as exc:
+            out.write("psgw: cannot write report: %s\n" % exc)
+    return 0
+
+
+def parser(prog="msa-gw-hook"):
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("action", choices=("prolog", "epilog", "health"))
+    ap.add_argument("--pool-file", default=P.DEFAULT_POOL_FILE)
+    ap.add_argument("--db", default=P.DEFAULT_DB)
+    ap.add_argument("--token-file", default="/etc/msa-gw/agent.token")
+    ap.add_argument("--scontrol", default="scontrol")
+    ap.add_argument("--report-dir", default="/var/lib/msa-gw/reports")
+    ap.add_argument("--reservation", default=RESERVATION,
+                    help="license-only reservation holding the licences of unavailable gateways ('' for none)")
+    ap.add_argument("--user-helper", default=U.USER_FILE_HELPER,
+                    help="run through sudo to write a job's files as its user when the hooks are not root")
+    ap.add_argument("--health-timeout", type=float, default=HEALTH_TIMEOUT, help="seconds an agent has to answer")
+    return ap
+
+
+def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-gw-hook"):
+    """Run one action; every expected failure is one line on ``err`` and an exit status, never a traceback."""
+    env = os.environ if env is None else env
+    opts = parser(prog).parse_args(argv)
+    fail = {"prolog": REQUEUE, "epilog": 0}.get(opts.action, 1)
+    try:
+        return {"prolog": prolog, "epilog": epilog, "health": health}[opts.action](env, opts, out)
+    except (PrologError, P.PoolError, R.RoutingError, S.JobRecordError, U.UserFileError, OSError, ValueError) as exc:
+        err.write("psgw %s: job %s: %s\n" % (opts.action, env.get("SLURM_JOB_ID"), exc))
+        return fail
+    except Exception as exc:  # noqa: BLE001 - a hook must end in one line and a status slurmctld understands
+        err.write("psgw %s: job %s: internal error %s: %s\n" % (opts.action, env.get("SLURM_JOB_ID"),
+                                                               type(exc).__name__, exc))
+        return fail

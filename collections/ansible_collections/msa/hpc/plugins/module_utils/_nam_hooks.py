@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PrologSlurmctld/EpilogSlurmctld of the NAM/GCE manager (run as SlurmUser by msa-nam-hook).
+
+The prolog reads the job with ``scontrol show job --json`` and allocates its NAM memory for the job's user as
+allocation ``slurm-<job>`` (or ``nam_name``). The size is the one the job's options ask (``nam_bytes`` written by
+msa.hpc.slurm_packjob, ``nam=100G`` written by hand; powers of 1024), else its ``nam`` licences (one per GiB); it is
+bounded by the licences Slurm granted the job, so the scheduler's accounting of the NAM holds: a size above them,
+NAM without a ``nam`` licence, or GCE without a ``gce`` licence is refused. A refusal or failure writes one line to
+``JOB-<id>-nam.err`` in the job's working directory (as the job's user) and exits 1, so slurmctld requeues a batch
+job. The epilog frees the job's NAM allocations and GCE communicators and always exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
+from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+from ansible_collections.msa.hpc.plugins.module_utils import _userfile as U
+from ansible_collections.msa.hpc.plugins.module_utils._sizes import format_size
+from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import LICENSE_GCE, LICENSE_NAM, NAM_LICENSE_UNIT
+
+REQUEUE = 1
+DEFAULT_CONF = "/etc/nam-manager/client.conf"
+
+
+class HookError(Exception):
+    """The job cannot have its NAM/GCE; the message goes to slurmctld's log and the job's error file."""
+
+
+def nam_request(records, nam_license=LICENSE_NAM, gce_license=LICENSE_GCE):
+    """What the job may have: ``{"size": bytes or 0, "volatile", "name", "device", "gce"}``, bounded by its licences.
+
+    Raises JobOptionError naming the option and value when the job asks more than Slurm granted it."""
+    leader = records[0]
+    options = J.decode(leader["comment"])
+    granted_units = S.granted(records, nam_license)
+    granted = granted_units * NAM_LICENSE_UNIT
+    size = options.get("nam")
+    if size is None:
+        size = granted
+    elif size > granted:
+        raise J.JobOptionError("nam: %s (%d bytes) is more than the %d %s licence%s (%s) Slurm granted the job "
+                               "(ask with --licenses=%s:%d)" % (
+                                   format_size(size), size, granted_units, nam_license,
+                                   "" if granted_units == 1 else "s", format_size(granted) if granted else "none",
+                                   nam_license, -(-size // NAM_LICENSE_UNIT)))
+    for key in ("nam_nonvolatile", "nam_name", "nam_device"):
+        if key in options and not size:
+            raise J.JobOptionError("%s: %r is given but the job has no NAM (no %s licence)"
+                                   % (key, options[key], nam_license))
+    gce = options.get("gce", False)
+    if gce and S.granted(records, gce_license) < 1:
+        raise J.JobOptionError("gce: %r asks for the GCE but Slurm granted the job no %s licence (ask with "
+                               "--licenses=%s:1)" % (leader_value(leader, "gce"), gce_license, gce_license))
+    return {"size": size, "volatile": not options.get("nam_nonvolatile", False),
+            "name": options.get("nam_name") or "slurm-%s" % leader["job_id"], "device": options.get("nam_device"),
+            "gce": gce}
+
+
+def leader_value(leader, key):
+    """The raw text of option ``key`` in the leader's comment (for messages)."""
+    try:
+        return J.parse_raw(leader["comment"]).get(key, "")
+    except J.JobOptionError:
+        return ""
+
+
+def _error_record(leader):
+    try:
+        home = U.home_of(leader["uid"], leader["user"])
+    except U.UserFileError:
+        home = None
+    return dict(leader, home=home)
+
+
+def write_error_file(leader, message, helper):
+    path = os.path.join(leader["workdir"], "JOB-%s-nam.err" % leader["job_id"])
+    try:
+        U.user_file(_error_record(leader), "append", path, ("nam: %s\n" % message).encode("utf-8"), helper,
+                    key="error_file")
+    except (OSError, U.UserFileError) as exc:
+        return "cannot write %s: %s" % (path, exc)
+    return None
+
+
+def read_conf(path):
+    """The client's ``key=value`` file (url, user, password or token); missing file: nothing."""
+    conf = {}
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            for line in fh:
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    key, _, value = line.partition("=")
+                    conf[key.strip()] = value.strip()
+    except FileNotFoundError:
+        pass
+    return conf
+
+
+def make_client(conf_path, timeout=10.0, retries=3):
+    """The shared RestClient with the hook's credentials (imported here: only the hooks that talk need it)."""
+    from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient
+    conf = read_conf(conf_path)
+    return RestClient(conf.get("url"), username=conf.get("user"), password=conf.get("password"),
+                      token=conf.get("token"), timeout=timeout, retries=retries)
+
+
+def services(client):
+    from ansible_collections.msa.hpc.plugins.module_utils._gce import GceService
+    from ansible_collections.msa.hpc.plugins.module_utils._nam import NamService
+    return NamService(client), GceService(client)
+
+
+def _service_errors():
+    from ansible_collections.msa.hpc.plugins.module_utils._nam import ManagerError
+    from ansible_collections.msa.hpc.plugins.module_utils._rest import RestError
+    return (ManagerError, RestError)
+
+
+def allocate(service, job_id, user, request):
+    """Allocate the job's NAM; a retried prolog finds its allocation of the same name and keeps it."""
+    existing = service.find(request["name"])
+    if existing is not None:
+        if existing.get("job") != str(job_id):
+            raise HookError("nam_name: %r is taken by job %s" % (request["name"], existing.get("job")))
+        return existing
+    return service.allocate(request["size"], request["volatile"], str(job_id), user, request["name"],
+                            request["device"])
+
+
+def prolog(env, opts, out, client_factory=make_client):
+    job_id = S.check_job_id(env.get("SLURM_JOB_ID"), "SLURM_JOB_ID")
+    records = S.components(S.read_job(job_id, opts.scontrol), job_id)
+    if records is None:
+        out.write("nam prolog: job %s is a later component of a heterogeneous job\n" % job_id)
+        return 0
+    leader = records[0]
+    try:
+        try:
+            request = nam_request(records, opts.license, opts.gce_license)
+        except J.JobOptionError as exc:
+            raise HookError("job %s refused: %s" % (job_id, exc)) from None
+        if not request["size"]:
+            return 0
+        try:
+            rec = allocate(services(client_factory(opts.conf))[0], job_id, leader["user"], request)
+        except _service_errors() as exc:
+            raise HookError("job %s: %s" % (job_id, exc)) from None
+    except HookError as exc:
+        failed = write_error_file(leader, str(exc), opts.user_helper)
+        if failed:
+            out.write("nam prolog: job %s: %s\n" % (job_id, failed))
+        raise
+    out.write("nam prolog: job %s: allocation %s of %s on %s at offset %s\n" % (
+        job_id, rec.get("id"), format_size(rec.get("size") or request["size"]), rec.get("device"), rec.get("offset")))
+    return 0
+
+
+def epilog(env, opts, out, client_factory=make_client):
+    # what the prolog allocated belongs to the heterogeneous job's leader (the epilog may run for any component)
+    job_id = S.check_job_id(env.get("SLURM_HET_JOB_ID") or env.get("SLURM_JOB_ID"), "SLURM_JOB_ID")
+    try:
+        nam_service, gce_service = services(client_factory(opts.conf))
+        nam = nam_service.free_job(job_id)
+        gce = gce_service.free_job(job_id)
+    except _service_errors() as exc:
+        # The job is over whatever happens here; the allocation stays until an orphan sweep frees it.
+        out.write("nam epilog: job %s: %s (an orphan sweep frees it later)\n" % (job_id, exc))
+        return 0
+    if (nam or {}).get("freed") or (gce or {}).get("released"):
+        out.write("nam epilog: job %s: freed allocations %s (%s), released communicators %s\n" % (
+            job_id, nam.get("freed"), format_size(nam["bytes"]) if nam.get("bytes") else "0B", gce.get("released")))
+    return 0
+
+
+def parser(prog="msa-nam-hook"):
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("action", choices=("prolog", "epilog"))
+    ap.add_argument("--conf", default=DEFAULT_CONF, help="client key=value file (url, user, password or token)")
+    ap.add_argument("--license", default=LICENSE_NAM, help="licence counting the job's NAM in GiB")
+    ap.add_argument("--gce-license", default=LICENSE_GCE, help="licence a job needs for the GCE")
+    ap.add_argument("--scontrol", default="scontrol")
+    ap.add_argument("--user-helper", default=U.USER_FILE_HELPER,
+                    help="run through sudo to write a job's error file as its user when the hooks are not root")
+    return ap
+
+
+def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-nam-hook", client_factory=make_client):
+    """Run one action; every failure is one line on ``err`` and an exit status, never a traceback."""
+    env = os.environ if env is None else env
+    opts = parser(prog).parse_args(argv)
+    fail = REQUEUE if opts.action == "prolog" else 0
+    try:
+        return {"prolog": prolog, "epilog": epilog}[opts.action](env, opts, out, client_factory)
+    except (HookError, S.JobRecordError, U.UserFileError, OSError, ValueError) as exc:
+        err.write("nam %s: job %s: %s\n" % (opts.action, env.get("SLURM_JOB_ID"), exc))
+        return fail
+    except Exception as exc:  # noqa: BLE001 - a hook must end in one line and a status slurmctld understands
+        err.write("nam %s: job %s: internal error %s: %s\n" % (opts.action, env.get("SLURM_JOB_ID"),
+                                                              type(exc).__name__, exc))
+        return fail
