@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
+import pwd
 import threading
 import urllib.error
 import urllib.request
@@ -17,6 +19,9 @@ from msa_sim.nammgr import config
 from msa_sim.nammgr.__main__ import open_store
 from msa_sim.nammgr.api import Manager, Server
 from msa_sim.nammgr.auth import Authenticator, hash_password
+from tests.helpers import scontrol_job_json
+
+ME = pwd.getpwuid(os.getuid())
 
 USERS = {"alice": ("user", "alice-pw"), "bob": ("user", "bob-pw"), "slurm": ("admin", "slurm-pw")}
 CONF = """
@@ -179,52 +184,94 @@ def test_client_allocates_for_a_job_and_frees_it_idempotently(manager):
     assert rc == 1 and "--size: '1.3'" in err
 
 
-def test_prolog_allocates_the_exact_size_of_a_packjob_comment_and_epilog_frees_it(manager):
+@pytest.fixture
+def job(tmp_path, monkeypatch):
+    """A fake ``scontrol show job --json`` on PATH answering for the job written with ``job(...)``; the job belongs
+    to the user running the tests (its error file lands in the job's working directory)."""
+    bin_dir, record, workdir = tmp_path / "bin", tmp_path / "job.json", tmp_path / "work"
+    bin_dir.mkdir()
+    workdir.mkdir()
+    (bin_dir / "scontrol").write_text("#!/bin/sh\ncat %s\n" % record)
+    (bin_dir / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
+
+    def write(job_id, comment="", licenses=""):
+        record.write_text(scontrol_job_json({"job_id": int(job_id), "comment": comment, "licenses": licenses},
+                                            user_name=ME.pw_name, user_id=ME.pw_uid, group_id=ME.pw_gid,
+                                            current_working_directory=str(workdir)))
+        return workdir / ("JOB-%s-nam.err" % job_id)
+    return write
+
+
+def hook(manager, action, job_id):
+    env = {"SLURM_JOB_ID": str(job_id), "NAM_MANAGER_URL": manager, "NAM_MANAGER_USER": "slurm",
+           "NAM_MANAGER_PASSWORD": USERS["slurm"][1], "NAM_MANAGER_CLIENT_CONF": "/nonexistent"}
+    return cli(manager, action, env=env)
+
+
+def test_prolog_allocates_the_exact_size_of_a_packjob_comment_and_epilog_frees_it(manager, job):
     # msa.hpc.slurm_packjob asks Slurm for whole GiB licences and puts the exact size in the comment
-    env = {"SLURM_JOB_ID": "77", "SLURM_JOB_USER": "bob", "SLURM_JOB_LICENSES": "gateway:1,nam:1,gce:1",
-           "SLURM_JOB_COMMENT": "msa:gw_num=1;nam_bytes=%d;gce=1" % (100 << 20)}
-    rc, out, _ = cli(manager, "prolog", env=env)
-    assert rc == 0 and "100MiB" in out
-    allocs = call(manager, "GET", "/nam/jobs/77", user="bob")[1]["allocations"]
-    assert [(a["name"], a["size"], a["owner"]) for a in allocs] == [("slurm-77", 100 << 20, "bob")]
-    assert cli(manager, "prolog", env=env)[0] == 0                  # a second prolog run reuses it
-    assert len(call(manager, "GET", "/nam/jobs/77", user="bob")[1]["allocations"]) == 1
-    rc, out, _ = cli(manager, "epilog", env=env)
-    assert rc == 0 and call(manager, "GET", "/nam/jobs/77", user="bob")[1]["allocations"] == []
+    job(77, "msa:gw_num=1;nam_bytes=%d;gce=1" % (100 << 20), "gateway:1,nam:1,gce:1")
+    rc, out, err = hook(manager, "prolog", 77)
+    assert rc == 0 and "100MiB" in out, err
+    allocs = call(manager, "GET", "/nam/jobs/77", user="slurm")[1]["allocations"]
+    assert [(a["name"], a["size"], a["owner"]) for a in allocs] == [("slurm-77", 100 << 20, ME.pw_name)]
+    assert hook(manager, "prolog", 77)[0] == 0                  # a second prolog run reuses it
+    assert len(call(manager, "GET", "/nam/jobs/77", user="slurm")[1]["allocations"]) == 1
+    rc, out, _ = hook(manager, "epilog", 77)
+    assert rc == 0 and call(manager, "GET", "/nam/jobs/77", user="slurm")[1]["allocations"] == []
 
 
-def test_prolog_reads_a_comment_request_and_fails_the_job_when_the_nam_is_full(manager):
-    env = {"SLURM_JOB_ID": "78", "SLURM_JOB_USER": "bob", "SLURM_JOB_COMMENT": "gw_num=2,nam=512M,nam_nonvolatile"}
-    assert cli(manager, "prolog", env=env)[0] == 0
-    alloc = call(manager, "GET", "/nam/jobs/78", user="bob")[1]["allocations"][0]
+def test_prolog_reads_a_handwritten_request_and_fails_the_job_when_the_nam_is_full(manager, job):
+    job(78, "gw_num=2,nam=512M,nam_nonvolatile", "nam:1")
+    assert hook(manager, "prolog", 78)[0] == 0
+    alloc = call(manager, "GET", "/nam/jobs/78", user="slurm")[1]["allocations"][0]
     assert alloc["volatile"] is False and alloc["size"] == 512 << 20
-    env = dict(env, SLURM_JOB_ID="79", SLURM_JOB_COMMENT="nam=2G")
-    rc, _, err = cli(manager, "prolog", env=env)
+    err_file = job(79, "nam=2G", "nam:2")
+    rc, _, err = hook(manager, "prolog", 79)
     assert rc == C.REQUEUE and "no contiguous free segment" in err
-    assert cli(manager, "prolog", env={"SLURM_JOB_ID": "80", "SLURM_JOB_COMMENT": "none"})[0] == 0
+    assert "no contiguous free segment" in err_file.read_text()
+    job(80, "none")
+    assert hook(manager, "prolog", 80)[0] == 0
 
 
-def test_a_nam_license_counts_one_gib_when_the_comment_has_no_size():
-    env = {"SLURM_JOB_ID": "81", "SLURM_JOB_USER": "bob", "SLURM_JOB_LICENSES": "nam:3,gce:1",
-           "SLURM_JOB_COMMENT": "msa:gw_num=2"}
-    assert C.nam_request(env) == ("81", "bob", 3 << 30, {})
-    env["SLURM_JOB_COMMENT"] = "msa:gce=1;nam_bytes=1536"
-    assert C.nam_request(env)[2] == 1536
-    env.update(SLURM_JOB_LICENSES="gce:1", SLURM_JOB_COMMENT="msa:gce=1")
-    assert C.nam_request(env)[2] == 0
+@pytest.mark.parametrize("comment, licenses, message", [
+    ("nam=2G", "nam:1", "nam: 2GiB (2147483648 bytes) is more than the 1 nam licence (1GiB) Slurm granted the job"),
+    ("msa:nam_bytes=1073741825", "nam:1", "is more than the 1 nam licence"),
+    ("nam=1G", "", "nam: 1GiB (1073741824 bytes) is more than the 0 nam licences (none)"),
+    ("gce=1", "nam:1", "gce: '1' asks for the GCE but Slurm granted the job no gce licence"),
+    ("msa:gce=1", "", "no gce licence"),
+    ("nam_nonvolatile", "", "nam_nonvolatile: True is given but the job has no NAM"),
+    ("nam=lots", "nam:1", "nam: 'lots' is not a size"),
+])
+def test_the_prolog_refuses_more_than_the_licences_slurm_granted(manager, job, comment, licenses, message):
+    err_file = job(90, comment, licenses)
+    rc, out, err = hook(manager, "prolog", 90)
+    assert rc == C.REQUEUE and message in err and "Traceback" not in err + out
+    lines = err_file.read_text().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nam: job 90 refused: ") and message in lines[0]
+    assert call(manager, "GET", "/nam/jobs/90", user="slurm")[1]["allocations"] == []
+
+
+def test_a_nam_license_counts_one_gib_when_the_comment_has_no_size(job):
+    from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+    from ansible_collections.msa.hpc.plugins.module_utils._nam_hooks import nam_request
+    job(81, "msa:gw_num=2", "nam:3,gce:1")
+    records = S.read_job("81")
+    assert nam_request(records) == {"size": 3 << 30, "volatile": True, "name": "slurm-81", "device": None,
+                                    "gce": False}
+    job(81, "msa:gce=1;nam_bytes=1536", "nam:3,gce:1")
+    assert nam_request(S.read_job("81"))["size"] == 1536
+    job(81, "msa:gce=1", "gce:1")
+    assert nam_request(S.read_job("81")) == {"size": 0, "volatile": True, "name": "slurm-81", "device": None,
+                                             "gce": True}
 
 
 def test_epilog_never_fails_even_when_the_manager_is_away():
     out, err = io.StringIO(), io.StringIO()
     env = {"SLURM_JOB_ID": "5", "NAM_MANAGER_URL": "http://127.0.0.1:9", "NAM_MANAGER_CLIENT_CONF": "/nonexistent"}
     assert C.main(["--timeout", "1", "--retries", "0", "epilog"], env=env, out=out, err=err) == 0
-    assert "cannot reach" in err.getvalue()
-
-
-def test_parse_comment_ignores_other_words():
-    assert C.parse_comment("gw_num=2,nam=1G,nam_name=x nam_nonvolatile;gname=3") == {
-        "size": "1G", "name": "x", "nonvolatile": True}
-    assert C.parse_comment("gw_nam=5,mynam=3") == {}
+    assert "cannot reach" in out.getvalue()
 
 
 def test_concurrent_clients_never_get_overlapping_segments(manager):

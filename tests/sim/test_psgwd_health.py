@@ -7,6 +7,7 @@ import io
 import json
 import os
 import pathlib
+import pwd
 import sys
 import threading
 import types
@@ -16,6 +17,7 @@ import pytest
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
 from msa_sim.psgwd import slurm
 from msa_sim.psgwd.agent import Agent, AgentServer
+from tests.helpers import scontrol_job_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEAD = "http://127.0.0.1:9"  # discard port: nothing listens
@@ -48,11 +50,10 @@ else:
 
 
 def job_record(workdir, licenses):
-    user = "UserId=alice(%d) GroupId=alice(%d)" % (os.getuid(), os.getgid())
-    return ("JobId=300 HetJobId=300 HetJobOffset=0 JobName=gw %s Partition=cm JobState=CONFIGURING "
-            "NodeList=cluster01 Licenses=%s Comment=(null) WorkDir=%s\n"
-            "JobId=301 HetJobId=300 HetJobOffset=1 JobName=gw %s Partition=esb JobState=CONFIGURING "
-            "NodeList=booster01 Licenses=(null) WorkDir=%s\n" % (user, licenses, workdir, user, workdir))
+    common = {"user_name": pwd.getpwuid(os.getuid()).pw_name, "user_id": os.getuid(), "group_id": os.getgid(),
+              "current_working_directory": str(workdir), "comment": ""}
+    return scontrol_job_json({"job_id": 300, "partition": "cm", "nodes": "cluster01", "licenses": licenses},
+                             {"partition": "esb", "nodes": "booster01", "licenses": ""}, **common)
 
 
 @pytest.fixture

@@ -8,15 +8,19 @@ import json
 import os
 import pathlib
 import threading
+import pwd
+import sys
 import types
 
 import pytest
 
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
+from ansible_collections.msa.hpc.plugins.module_utils import _userfile as U
 from msa_sim.psgwd import pingpong, protocol as proto
 from msa_sim.psgwd import slurm
 from msa_sim.psgwd.agent import Agent, AgentServer
+from tests.helpers import scontrol_job_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 UID, GID = os.getuid(), os.getgid()
@@ -24,13 +28,12 @@ UID, GID = os.getuid(), os.getgid()
 
 def scontrol_text(workdir, licenses="gateway:2", comment="gw_plugin=booster,gw_cleanup", boosters="booster[01-03]",
                   uid=UID, gid=GID):
-    user = "UserId=alice(%d) GroupId=alice(%d)" % (uid, gid)
-    return (
-        "JobId=200 HetJobId=200 HetJobOffset=0 JobName=hello %s Priority=1 Partition=cm JobState=CONFIGURING "
-        "NodeList=cluster[01-02] BatchHost=cluster01 Licenses=%s Comment=%s WorkDir=%s\n"
-        "JobId=201 HetJobId=200 HetJobOffset=1 JobName=hello %s Priority=1 Partition=esb JobState=CONFIGURING "
-        "NodeList=%s BatchHost=booster01 Licenses=(null) WorkDir=%s\n"
-        % (user, licenses, comment, workdir, user, boosters, workdir))
+    """``scontrol show job --json`` of a hetjob of the user running the tests: 2 cluster and 3 booster nodes."""
+    common = {"user_name": pwd.getpwuid(uid).pw_name if uid == UID else "alice", "user_id": uid, "group_id": gid,
+              "current_working_directory": str(workdir), "job_state": "CONFIGURING"}
+    return scontrol_job_json({"job_id": 200, "partition": "cm", "nodes": "cluster[01-02]", "licenses": licenses,
+                              "comment": comment},
+                             {"partition": "esb", "nodes": boosters, "licenses": "", "comment": comment}, **common)
 
 
 @pytest.fixture
@@ -124,37 +127,39 @@ def test_epilog_keeps_the_routing_file_without_cleanup_and_runs_twice_harmlessly
     assert (site.workdir / "routes.txt").exists()
 
 
-HELPER = ROOT / "collections/ansible_collections/msa/hpc/roles/gateway/files/msa-gw-userfile"
-
-
 @pytest.fixture
 def as_slurm_user(site, monkeypatch):
-    """The hooks run as SlurmUser (uid 4242) for alice (uid 1234): a fake sudo records its arguments and runs the
-    role's real helper."""
-    monkeypatch.setattr(slurm.os, "geteuid", lambda: 4242)
-    site.record.write_text(scontrol_text(site.workdir, uid=1234, gid=1234))
+    """The hooks run as SlurmUser (uid 4242): a fake sudo records its arguments and runs the collection's helper
+    (module_utils/_userfile.helper_main, as the role's msa-hpc-userfile does), which reads the job itself."""
+    monkeypatch.setattr(U.os, "geteuid", lambda: 4242)
     bin_dir = site.tmp / "bin"
     bin_dir.mkdir()
+    (bin_dir / "scontrol").symlink_to(site.tmp / "scontrol")
+    helper = bin_dir / "msa-hpc-userfile"
+    helper.write_text("#!%s\nimport sys\nsys.path.insert(0, %r)\n"
+                      "from ansible_collections.msa.hpc.plugins.module_utils._userfile import helper_main\n"
+                      "sys.exit(helper_main())\n" % (sys.executable, str(ROOT / "collections")))
+    helper.chmod(0o755)
     sudo = bin_dir / "sudo"
     sudo.write_text('#!/bin/sh\necho "$*" >> %s\n[ -e %s ] && { echo "sudo: a password is required" >&2; exit 1; }\n'
-                    'shift 3\nexec "$@"\n' % (site.tmp / "sudo.log", site.tmp / "refuse"))
+                    'shift 1\nexec "$@"\n' % (site.tmp / "sudo.log", site.tmp / "refuse"))
     sudo.chmod(0o755)
     monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
-    site.argv += ["--user-helper", str(HELPER)]
+    site.argv += ["--user-helper", str(helper)]
+    site.helper = helper
     return site.tmp / "sudo.log"
 
 
-def test_hooks_running_as_slurm_user_write_and_remove_the_routing_file_as_the_job_user_through_sudo(
-        site, as_slurm_user):
+def test_hooks_running_as_slurm_user_write_and_remove_the_routing_file_through_the_helper(site, as_slurm_user):
     code, out = run(site, "prolog")
     assert code == 0, out
     route = site.workdir / "psgw-route-200"
     assert len(R.read_routing_file(str(route)).gateways) == 2
     assert oct(route.stat().st_mode & 0o777) == "0o644"
-    assert as_slurm_user.read_text().splitlines() == ["-n -u #1234 %s write %s" % (HELPER, route)]
+    assert as_slurm_user.read_text().splitlines() == ["-n %s write 200 %s gw_file" % (site.helper, route)]
     assert run(site, "epilog")[0] == 0
     assert not route.exists()  # gw_cleanup
-    assert as_slurm_user.read_text().splitlines()[-1] == "-n -u #1234 %s remove %s" % (HELPER, route)
+    assert as_slurm_user.read_text().splitlines()[-1] == "-n %s remove 200 %s gw_file" % (site.helper, route)
     assert not list(site.workdir.glob(".psgw-route-200.tmp*"))
 
 
@@ -166,15 +171,25 @@ def test_a_refused_sudo_fails_the_prolog_for_requeue_naming_the_file_and_frees_t
     with P.GatewayPool(site.db) as pool:
         assert pool.counts()["free"] == 2
     log = as_slurm_user.read_text()
-    assert "write %s" % (site.workdir / "psgw-route-200") in log
-    assert "append %s" % (site.workdir / "JOB-200-psgw.err") in log  # the error file is tried too
+    assert "write 200 %s" % (site.workdir / "psgw-route-200") in log
+    assert "append 200 %s error_file" % (site.workdir / "JOB-200-psgw.err") in log  # the error file is tried too
 
 
-def test_the_helper_refuses_relative_paths_and_unknown_actions(tmp_path):
+def test_the_helper_writes_only_for_the_job_it_reads_from_slurm(site, as_slurm_user):
+    """SlurmUser names a path of the job's user's but the job belongs to another uid: the helper, not running as
+    root and not as that uid, refuses; and a path outside the job's directories is refused whoever runs it."""
     import subprocess
-    for argv, why in ((["write", "rel/path"], "not an absolute path"), (["chmod", str(tmp_path / "x")], "usage")):
-        proc = subprocess.run([str(HELPER)] + argv, input=b"", capture_output=True, check=False)
-        assert proc.returncode == 2 and why in proc.stderr.decode()
+    site.record.write_text(scontrol_text(site.workdir, uid=1234, gid=1234))
+    proc = subprocess.run([str(site.helper), "write", "200", str(site.workdir / "x")], input=b"x",
+                          capture_output=True, check=False)
+    assert proc.returncode == 3 and not (site.workdir / "x").exists()
+    assert "uid 1234 of job user 'alice' has no account" in proc.stderr.decode() or \
+        "cannot write" in proc.stderr.decode()
+    site.record.write_text(scontrol_text(site.workdir))
+    proc = subprocess.run([str(site.helper), "write", "200", "/etc/msa-evil"], input=b"x", capture_output=True,
+                          check=False)
+    assert proc.returncode == 3 and "gw_file: '/etc/msa-evil' is outside" in proc.stderr.decode()
+    assert not os.path.exists("/etc/msa-evil")
 
 
 def test_busy_pool_makes_the_prolog_fail_for_requeue_without_leaking_gateways(site):
@@ -218,26 +233,47 @@ def test_jobs_without_a_gateway_request_and_later_components_are_left_alone(site
     assert not (site.workdir / "psgw-route-200").exists()
 
 
-def test_gateway_count_from_the_comment_when_no_license_is_given(site):
-    site.record.write_text(scontrol_text(site.workdir, licenses="(null)", comment="gw_num=1,gw_cleanup"))
+def test_the_comment_may_ask_fewer_gateways_than_the_licences_never_more(site):
+    site.record.write_text(scontrol_text(site.workdir, comment="gw_num=1,gw_cleanup"))
     assert run(site, "prolog")[0] == 0
     assert len(R.read_routing_file(str(site.workdir / "psgw-route-200")).gateways) == 1
     assert run(site, "epilog")[0] == 0
+    site.record.write_text(scontrol_text(site.workdir, licenses="", comment="gw_num=1"))
+    assert run(site, "prolog")[0] == slurm.REQUEUE
+    err = (site.workdir / "JOB-200-psgw.err").read_text()
+    assert "gw_num: 1 asks more gateways than the 0 gateway licences Slurm granted the job" in err
+    with P.GatewayPool(site.db) as pool:
+        assert pool.allocation("200") is None
 
 
-@pytest.mark.parametrize("text, names", [
-    ("cluster[01-03,07]", ["cluster01", "cluster02", "cluster03", "cluster07"]),
-    ("a[1-2]b[08-09],c", ["a1b08", "a1b09", "a2b08", "a2b09", "c"]),
-    ("(null)", []),
+@pytest.mark.parametrize("comment, message", [
+    ("gw_plugin=/home/u/x.py", "gw_plugin: '/home/u/x.py' is not a bare name"),
+    ("msa:gw_num=2;gw_plugin=os:system", "gw_plugin: 'os:system' is not a bare name"),
+    ("gw_plugin=..", "gw_plugin: '..' is not a bare name"),
+    ("gw_plugin=nosuch", "gw_plugin: unknown routing strategy 'nosuch'"),
+    ("gw_file=/etc/cron.d/evil", "gw_file: '/etc/cron.d/evil' is outside the job user's home"),
+    ("gw_file=../../x", "gw_file: '../../x' climbs out of its directory"),
+    ("gw_num=2,gw_cleanup=perhaps", "gw_cleanup: 'perhaps' is not a boolean"),
 ])
-def test_slurm_host_lists_expand_like_scontrol(text, names):
-    assert slurm.expand_hostlist(text) == names
+def test_a_job_asking_what_it_may_not_is_refused_before_any_gateway_is_taken(site, comment, message):
+    site.record.write_text(scontrol_text(site.workdir, comment=comment))
+    out, err = io.StringIO(), io.StringIO()
+    code = slurm.main(["prolog"] + site.argv, env={"SLURM_JOB_ID": "200"}, out=out, err=err)
+    assert code == slurm.REQUEUE
+    lines = (site.workdir / "JOB-200-psgw.err").read_text().splitlines()
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("psgw: job 200 refused: ")
+    assert message in err.getvalue() and "Traceback" not in err.getvalue() + out.getvalue()
+    assert [a.list() for a in site.agents] == [[], []]
+    with P.GatewayPool(site.db) as pool:
+        assert pool.allocation("200") is None
+    assert not os.path.exists("/etc/cron.d/evil")
 
 
-def test_licenses_and_comment_options_parse():
-    assert slurm.parse_licenses("nam:1,gateway:3", "gateway") == 3
-    assert slurm.parse_licenses("gateway*2", "gateway") == 2
-    assert slurm.parse_licenses("(null)", "gateway") == 0
-    assert slurm.parse_comment("gw_file=/home/u/r.txt,gw_plugin=booster,gw_cleanup") == {
-        "file": "/home/u/r.txt", "plugin": "booster", "cleanup": True}
-    assert slurm.parse_comment("gw_cleanup=no")["cleanup"] is False
+def test_bad_records_from_slurm_end_in_one_line_not_a_traceback(site):
+    site.record.write_text('{"jobs": [{"job_id": "200; rm -rf /"}]}')
+    out, err = io.StringIO(), io.StringIO()
+    assert slurm.main(["prolog"] + site.argv, env={"SLURM_JOB_ID": "200"}, out=out, err=err) == slurm.REQUEUE
+    assert err.getvalue().count("\n") == 1 and "job_id: '200; rm -rf /' is not a Slurm job id" in err.getvalue()
+    err = io.StringIO()
+    assert slurm.main(["prolog"] + site.argv, env={"SLURM_JOB_ID": "../1"}, out=out, err=err) == slurm.REQUEUE
+    assert "SLURM_JOB_ID: '../1' is not a Slurm job id" in err.getvalue()
