@@ -156,7 +156,7 @@ def test_hooks_running_as_slurm_user_write_and_remove_the_routing_file_through_t
     route = site.workdir / "psgw-route-200"
     assert len(R.read_routing_file(str(route)).gateways) == 2
     assert oct(route.stat().st_mode & 0o777) == "0o644"
-    assert as_slurm_user.read_text().splitlines() == ["-n %s write 200 %s gw_file" % (site.helper, route)]
+    assert as_slurm_user.read_text().splitlines() == ["-n %s check 200 %s gw_file" % (site.helper, route), "-n %s write 200 %s gw_file" % (site.helper, route)]
     assert run(site, "epilog")[0] == 0
     assert not route.exists()  # gw_cleanup
     assert as_slurm_user.read_text().splitlines()[-1] == "-n %s remove 200 %s gw_file" % (site.helper, route)
@@ -169,9 +169,10 @@ def test_a_refused_sudo_fails_the_prolog_for_requeue_naming_the_file_and_frees_t
     assert code == slurm.REQUEUE
     assert not (site.workdir / "psgw-route-200").exists()
     with P.GatewayPool(site.db) as pool:
-        assert pool.counts()["free"] == 2
+        assert pool.allocation("200") is None
+    assert [a.list() for a in site.agents] == [[], []]
     log = as_slurm_user.read_text()
-    assert "write 200 %s" % (site.workdir / "psgw-route-200") in log
+    assert "check 200 %s" % (site.workdir / "psgw-route-200") in log  # asked before any gateway is taken
     assert "append 200 %s error_file" % (site.workdir / "JOB-200-psgw.err") in log  # the error file is tried too
 
 

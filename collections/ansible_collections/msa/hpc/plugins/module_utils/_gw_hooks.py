@@ -52,7 +52,7 @@ class Job:
         except U.UserFileError:
             self.home = None  # the helper, which reads the job again, refuses then
         self.error_file = os.path.join(self.workdir, "JOB-%s-psgw.err" % self.job_id)
-        self.options = J.decode(leader["comment"])
+        self.options = J.decode(leader["comment"], J.GATEWAY_KEYS)
         granted = S.granted(records, settings["license"])
         asked = self.options.get("gw_num")
         if asked is not None and asked > granted:
@@ -228,9 +228,10 @@ def prolog(env, opts, out=sys.stdout):
             raise PrologError("job %s refused: %s" % (job_id, exc)) from None
         if job.count <= 0:
             return 0
-        try:  # refuse a strategy before any gateway is taken
+        try:  # refuse a strategy or a routing file before any gateway is taken
             strategy = R.resolve_strategy(job.strategy_name, settings["plugin_dirs"])
-        except R.RoutingError as exc:
+            U.user_file(job.as_record(), "check", job.routing_file, b"", opts.user_helper)
+        except (R.RoutingError, U.UserFileError) as exc:
             raise PrologError("job %s refused: %s" % (job_id, exc)) from None
         if not job.cluster or not job.booster:
             raise PrologError("job %s asks for %d gateways but has no nodes on %s side (partitions %s are the "

@@ -144,11 +144,18 @@ _DECODERS = {
 HOOK_KEYS = tuple(_DECODERS)
 
 
-def decode(text):
+GATEWAY_KEYS = ("gw_num", "gw_file", "gw_plugin", "gw_cleanup")
+NAM_KEYS = ("nam", "nam_bytes", "nam_nonvolatile", "nam_name", "nam_device", "gce")
+
+
+def decode(text, only=None):
     """The job options of a comment, typed and validated: ``{"gw_num": 2, "gw_file": "r.txt", "nam": 1073741824,
     ...}`` with only the keys present (``nam_bytes`` reads as ``nam``). Keys of other tools pass untouched under
-    their own names in the ``msa:`` form. Raises JobOptionError naming the key and value of the first bad one."""
+    their own names in the ``msa:`` form. With ``only`` (GATEWAY_KEYS, NAM_KEYS) the other options are left out
+    unchecked: each hook judges its own. Raises JobOptionError naming the key and value of the first bad one."""
     raw = parse_raw(text)
+    if only is not None:
+        raw = {k: v for k, v in raw.items() if k in only}
     if "nam" in raw and "nam_bytes" in raw:
         raise JobOptionError("job comment: nam=%r and nam_bytes=%r both given" % (raw["nam"], raw["nam_bytes"]))
     out = {}

@@ -34,7 +34,7 @@ def nam_request(records, nam_license=LICENSE_NAM, gce_license=LICENSE_GCE):
 
     Raises JobOptionError naming the option and value when the job asks more than Slurm granted it."""
     leader = records[0]
-    options = J.decode(leader["comment"])
+    options = J.decode(leader["comment"], J.NAM_KEYS)
     granted_units = S.granted(records, nam_license)
     granted = granted_units * NAM_LICENSE_UNIT
     size = options.get("nam")

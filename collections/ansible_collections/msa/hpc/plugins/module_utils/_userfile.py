@@ -15,7 +15,7 @@ from ansible_collections.msa.hpc.plugins.module_utils._jobopts import JobOptionE
 # reads the job from slurmctld itself (user, uid, gid, working directory), refuses a path outside the user's home
 # and the job's working directory, and drops to the user's uid, gid and groups before it touches anything.
 USER_FILE_HELPER = "/usr/lib/msa-hpc/bin/msa-hpc-userfile"
-ACTIONS = ("write", "append", "remove")
+ACTIONS = ("check", "write", "append", "remove")
 EXIT_USAGE, EXIT_REFUSED, EXIT_FAILED = 2, 3, 4
 
 
@@ -76,9 +76,12 @@ def check_resolved(path, roots, key="gw_file"):
 # --- acting as the user ------------------------------------------------------------------------------------------
 
 def perform(action, path, data, roots, key="gw_file"):
-    """``write`` (atomically), ``append`` or ``remove`` ``path`` with the current identity, never through a link."""
+    """``write`` (atomically), ``append`` or ``remove`` ``path`` with the current identity, never through a link;
+    ``check`` only says whether it could (the prolog asks before it takes any gateway)."""
     check_lexically(path, roots, key)
     parent = check_resolved(path, roots, key)
+    if action == "check":
+        return
     name = os.path.basename(path)
     try:
         dirfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
@@ -182,11 +185,11 @@ def user_file(job, action, path, data=b"", helper=USER_FILE_HELPER, key="gw_file
 
 
 def helper_main(argv=None, stdin=None, err=None, scontrol="scontrol", read_job=S.read_job):
-    """``msa-hpc-userfile write|append|remove JOBID PATH [KEY]`` (data on stdin), run as root by sudo."""
+    """``msa-hpc-userfile check|write|append|remove JOBID PATH [KEY]`` (data on stdin), run as root by sudo."""
     argv = sys.argv[1:] if argv is None else argv
     err = err or sys.stderr
     if len(argv) not in (3, 4) or argv[0] not in ACTIONS:
-        err.write("usage: msa-hpc-userfile write|append|remove JOBID ABSOLUTE-PATH [OPTION-NAME]\n")
+        err.write("usage: msa-hpc-userfile check|write|append|remove JOBID ABSOLUTE-PATH [OPTION-NAME]\n")
         return EXIT_USAGE
     action, job_id, path = argv[:3]
     key = argv[3] if len(argv) == 4 and argv[3] in ("gw_file", "error_file") else "gw_file"
@@ -197,7 +200,7 @@ def helper_main(argv=None, stdin=None, err=None, scontrol="scontrol", read_job=S
             raise UserFileError("job %s is not in scontrol's answer" % job_id)
         if os.path.normpath(path) != path:
             raise UserFileError("%s: %r is not a normalised absolute path" % (key, path))
-        data = b"" if action == "remove" else (stdin or sys.stdin.buffer).read()
+        data = b"" if action in ("check", "remove") else (stdin or sys.stdin.buffer).read()
         act_for_job(job, action, path, data, key)
     except S.JobRecordError as exc:
         err.write("msa-hpc-userfile: %s\n" % exc)

@@ -80,3 +80,10 @@ def test_the_msa_form_refuses_what_it_cannot_carry(fields, message):
 def test_encode_refuses_what_the_hooks_would_refuse():
     with pytest.raises(J.JobOptionError, match="gw_plugin: 'a:b'"):
         J.encode({"gw_plugin": "a:b"})
+
+
+def test_each_hook_judges_only_its_own_options():
+    comment = "gw_plugin=/x.py nam=1G"
+    assert J.decode(comment, J.NAM_KEYS) == {"nam": 1 << 30}
+    with pytest.raises(J.JobOptionError, match="gw_plugin: '/x.py'"):
+        J.decode(comment, J.GATEWAY_KEYS)
