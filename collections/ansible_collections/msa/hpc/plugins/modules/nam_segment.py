@@ -37,7 +37,8 @@ options:
     required: true
   size:
     description:
-      - Size in bytes or with a binary unit (V(512M), V(2G), V(1.5TiB); C(M), C(MB) and C(MiB) all mean 2^20).
+      - Size in bytes or with a unit (V(512M), V(2G), V(1.5TiB)); K, M, G, T, P and E are powers of 1024 in every
+        spelling, as Slurm reads sizes (C(M), C(MB) and C(MiB) all mean 2^20 bytes).
       - Required to create the allocation. An existing allocation of another size is an error (NAM allocations
         cannot be resized).
     type: str

@@ -130,17 +130,26 @@ options:
     type: int
     default: 0
   gw_file:
-    description: Path of the gateway routing file (C(--gw_file)).
+    description:
+      - Path of the gateway routing file (C(--gw_file)), absolute or relative to the job's working directory.
+      - The prolog writes it as the job's user and only inside the user's home or the job's working directory; a
+        path with C(..) is refused here, one outside those directories by the prolog.
     type: path
   gw_plugin:
-    description: Routing strategy for the gateway routing file (C(--gw_plugin)).
+    description:
+      - Routing strategy for the gateway routing file (C(--gw_plugin)) by bare name (letters, digits, C(_), C(-)),
+        one of V(balance), V(booster), V(cluster) or a site plugin the administrators installed in C(/etc/msa-gw/routing.d).
+      - A path, C(..) or C(module:function) is refused.
     type: str
   gw_cleanup:
     description: Remove the routing file when the job ends (C(--gw_cleanup)).
     type: bool
     default: false
   nam:
-    description: NAM capacity for the job, V(100GiB), V(500GB), V(16G) or bytes.
+    description:
+      - NAM capacity for the job, V(100GiB), V(500GB), V(16G) or bytes. K, M, G, T, P and E are powers of 1024 in
+        every spelling, as Slurm reads sizes (V(100GB), V(100G) and V(100GiB) are all 100 x 2^30 bytes).
+      - The NAM prolog gives the job no more than the C(nam) licences it asks (the size in GiB rounded up).
     type: str
   gce:
     description: Whether the job uses the Global Collective Engine.
