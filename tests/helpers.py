@@ -34,22 +34,23 @@ def ansible_inventory(*args):
 SLURM_FIXTURES = BUNDLE / "collections/ansible_collections/msa/hpc/tests/unit/plugins/module_utils/fixtures/slurm"
 
 
-def scontrol_job_json(*components, **common):
-    """``scontrol show job --json`` output of Slurm 22.05 for a (heterogeneous) job: the captured record of a
-    real job with the given fields replaced (``job_id``, ``user_name``, ``user_id``, ``group_id``, ``comment``,
-    ``licenses``, ``partition``, ``nodes``, ``current_working_directory``; hetjob fields are filled in)."""
-    real = json.loads((SLURM_FIXTURES / "scontrol_show_job_json_22.05_hetjob.json").read_text())
-    template = real["jobs"][0]
-    leader = int(components[0].get("job_id", common.get("job_id", 1)))
+def squeue_json(*components, **common):
+    """``squeue --json`` output of Slurm 22.05 with a (heterogeneous) job among others: the captured record of a
+    real running hetjob with the given fields replaced (``job_id``, ``user_name``, ``user_id``, ``group_id``,
+    ``comment``, ``licenses``, ``partition``, ``nodes``, ``current_working_directory``; hetjob fields filled in),
+    after the captured records of three other jobs (as 22.05's squeue --json lists every job whatever -j says)."""
+    real = json.loads((SLURM_FIXTURES / "squeue_json_22.05_all_states.json").read_text())
+    template = next(j for j in real["jobs"] if j["job_state"] == "RUNNING")
+    others = [j for j in real["jobs"] if j["het_job_id"] != template["het_job_id"]]
+    leader = int(components[0].get("job_id", common.get("job_id", 100)))
     jobs = []
     for offset, comp in enumerate(components):
         job = dict(template, **common)
         job.update(comp)
-        job.setdefault("job_id", leader + offset)
         job["job_id"] = int(comp.get("job_id", leader + offset))
         if len(components) > 1:
             job.update(het_job_id=leader, het_job_offset=offset)
         else:
             job.update(het_job_id=0, het_job_offset=0)
         jobs.append(job)
-    return json.dumps(dict(real, jobs=jobs))
+    return json.dumps(dict(real, jobs=others + jobs))

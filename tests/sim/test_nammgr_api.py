@@ -19,7 +19,7 @@ from msa_sim.nammgr import config
 from msa_sim.nammgr.__main__ import open_store
 from msa_sim.nammgr.api import Manager, Server
 from msa_sim.nammgr.auth import Authenticator, hash_password
-from tests.helpers import scontrol_job_json
+from tests.helpers import squeue_json
 
 ME = pwd.getpwuid(os.getuid())
 
@@ -186,17 +186,17 @@ def test_client_allocates_for_a_job_and_frees_it_idempotently(manager):
 
 @pytest.fixture
 def job(tmp_path, monkeypatch):
-    """A fake ``scontrol show job --json`` on PATH answering for the job written with ``job(...)``; the job belongs
+    """A fake ``squeue --json`` on PATH answering for the job written with ``job(...)``; the job belongs
     to the user running the tests (its error file lands in the job's working directory)."""
     bin_dir, record, workdir = tmp_path / "bin", tmp_path / "job.json", tmp_path / "work"
     bin_dir.mkdir()
     workdir.mkdir()
-    (bin_dir / "scontrol").write_text("#!/bin/sh\ncat %s\n" % record)
-    (bin_dir / "scontrol").chmod(0o755)
+    (bin_dir / "squeue").write_text("#!/bin/sh\ncat %s\n" % record)
+    (bin_dir / "squeue").chmod(0o755)
     monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
 
     def write(job_id, comment="", licenses=""):
-        record.write_text(scontrol_job_json({"job_id": int(job_id), "comment": comment, "licenses": licenses},
+        record.write_text(squeue_json({"job_id": int(job_id), "comment": comment, "licenses": licenses},
                                             user_name=ME.pw_name, user_id=ME.pw_uid, group_id=ME.pw_gid,
                                             current_working_directory=str(workdir)))
         return workdir / ("JOB-%s-nam.err" % job_id)

@@ -17,7 +17,7 @@ import pytest
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
 from msa_sim.psgwd import slurm
 from msa_sim.psgwd.agent import Agent, AgentServer
-from tests.helpers import scontrol_job_json
+from tests.helpers import squeue_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEAD = "http://127.0.0.1:9"  # discard port: nothing listens
@@ -30,7 +30,7 @@ args = sys.argv[1:]
 with open(log, "a") as fh:
     fh.write(" ".join(args) + "\n")
 res = json.load(open(state)) if os.path.exists(state) else {}
-if args[:2] == ["show", "job"]:
+if args[:2] == ["show", "job"]:  # not asked any more: the hooks read squeue --json
     sys.stdout.write(open(job).read())
 elif args[:3] == ["-o", "show", "reservation"]:
     if args[3] not in res:
@@ -52,7 +52,7 @@ else:
 def job_record(workdir, licenses):
     common = {"user_name": pwd.getpwuid(os.getuid()).pw_name, "user_id": os.getuid(), "group_id": os.getgid(),
               "current_working_directory": str(workdir), "comment": ""}
-    return scontrol_job_json({"job_id": 300, "partition": "cm", "nodes": "cluster01", "licenses": licenses},
+    return squeue_json({"job_id": 300, "partition": "cm", "nodes": "cluster01", "licenses": licenses},
                              {"partition": "esb", "nodes": "booster01", "licenses": ""}, **common)
 
 
@@ -76,6 +76,9 @@ def site(tmp_path, monkeypatch):
     scontrol.write_text(SCONTROL % {"python": sys.executable, "state": str(tmp_path / "res.json"),
                                     "log": str(tmp_path / "scontrol.log"), "job": str(job)})
     scontrol.chmod(0o755)
+    squeue = tmp_path / "squeue"
+    squeue.write_text("#!/bin/sh\ncat %s\n" % job)
+    squeue.chmod(0o755)
     pool_file = tmp_path / "pool.json"
 
     def agents(*alive):
@@ -84,7 +87,7 @@ def site(tmp_path, monkeypatch):
              "agent": url if name in alive else DEAD} for name, url in zip(("gw01", "gw02"), urls)]}))
     agents("gw01", "gw02")
     argv = ["--pool-file", str(pool_file), "--db", str(tmp_path / "pool.db"), "--token-file", str(tmp_path / "token"),
-            "--scontrol", str(scontrol), "--report-dir", str(tmp_path / "reports"), "--health-timeout", "2"]
+            "--scontrol", str(scontrol), "--squeue", str(squeue), "--report-dir", str(tmp_path / "reports"), "--health-timeout", "2"]
     yield types.SimpleNamespace(argv=argv, agents=agents, job=job, workdir=workdir, tmp=tmp_path,
                                 db=str(tmp_path / "pool.db"))
     for server, agent in servers:

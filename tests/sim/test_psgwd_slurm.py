@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
-"""Slurm prolog/epilog for gateways against two psgw-agents on loopback and a recorded ``scontrol``."""
+"""Slurm prolog/epilog for gateways against two psgw-agents on loopback and a recorded ``squeue --json``."""
 
 import io
 import json
@@ -20,18 +20,18 @@ from ansible_collections.msa.hpc.plugins.module_utils import _userfile as U
 from msa_sim.psgwd import pingpong, protocol as proto
 from msa_sim.psgwd import slurm
 from msa_sim.psgwd.agent import Agent, AgentServer
-from tests.helpers import scontrol_job_json
+from tests.helpers import squeue_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 UID, GID = os.getuid(), os.getgid()
 
 
-def scontrol_text(workdir, licenses="gateway:2", comment="gw_plugin=booster,gw_cleanup", boosters="booster[01-03]",
+def squeue_text(workdir, licenses="gateway:2", comment="gw_plugin=booster,gw_cleanup", boosters="booster[01-03]",
                   uid=UID, gid=GID):
-    """``scontrol show job --json`` of a hetjob of the user running the tests: 2 cluster and 3 booster nodes."""
+    """``squeue --json`` with a hetjob of the user running the tests: 2 cluster and 3 booster nodes."""
     common = {"user_name": pwd.getpwuid(uid).pw_name if uid == UID else "alice", "user_id": uid, "group_id": gid,
               "current_working_directory": str(workdir), "job_state": "CONFIGURING"}
-    return scontrol_job_json({"job_id": 200, "partition": "cm", "nodes": "cluster[01-02]", "licenses": licenses,
+    return squeue_json({"job_id": 200, "partition": "cm", "nodes": "cluster[01-02]", "licenses": licenses,
                               "comment": comment},
                              {"partition": "esb", "nodes": boosters, "licenses": "", "comment": comment}, **common)
 
@@ -54,13 +54,13 @@ def site(tmp_path, monkeypatch):
     (tmp_path / "token").write_text("tok\n")
     workdir = tmp_path / "work"
     workdir.mkdir()
-    scontrol = tmp_path / "scontrol"
-    record = tmp_path / "scontrol.out"
-    record.write_text(scontrol_text(workdir))
-    scontrol.write_text("#!/bin/sh\ncat %s\n" % record)
-    scontrol.chmod(0o755)
+    squeue = tmp_path / "squeue"
+    record = tmp_path / "squeue.json"
+    record.write_text(squeue_text(workdir))
+    squeue.write_text("#!/bin/sh\ncat %s\n" % record)
+    squeue.chmod(0o755)
     argv = ["--pool-file", str(pool_file), "--db", str(tmp_path / "pool.db"), "--token-file",
-            str(tmp_path / "token"), "--scontrol", str(scontrol), "--report-dir", str(tmp_path / "reports")]
+            str(tmp_path / "token"), "--squeue", str(squeue), "--report-dir", str(tmp_path / "reports")]
     yield types.SimpleNamespace(argv=argv, workdir=workdir, record=record, tmp=tmp_path, agents=agents,
                                 db=str(tmp_path / "pool.db"))
     for agent in agents:
@@ -119,7 +119,7 @@ def test_prolog_starts_daemons_writes_the_routing_file_and_epilog_undoes_it(site
 
 
 def test_epilog_keeps_the_routing_file_without_cleanup_and_runs_twice_harmlessly(site):
-    site.record.write_text(scontrol_text(site.workdir, comment="gw_file=routes.txt"))
+    site.record.write_text(squeue_text(site.workdir, comment="gw_file=routes.txt"))
     assert run(site, "prolog")[0] == 0
     assert (site.workdir / "routes.txt").exists()
     assert run(site, "epilog")[0] == 0
@@ -134,7 +134,7 @@ def as_slurm_user(site, monkeypatch):
     monkeypatch.setattr(U.os, "geteuid", lambda: 4242)
     bin_dir = site.tmp / "bin"
     bin_dir.mkdir()
-    (bin_dir / "scontrol").symlink_to(site.tmp / "scontrol")
+    (bin_dir / "squeue").symlink_to(site.tmp / "squeue")
     helper = bin_dir / "msa-hpc-userfile"
     helper.write_text("#!%s\nimport sys\nsys.path.insert(0, %r)\n"
                       "from ansible_collections.msa.hpc.plugins.module_utils._userfile import helper_main\n"
@@ -180,13 +180,13 @@ def test_the_helper_writes_only_for_the_job_it_reads_from_slurm(site, as_slurm_u
     """SlurmUser names a path of the job's user's but the job belongs to another uid: the helper, not running as
     root and not as that uid, refuses; and a path outside the job's directories is refused whoever runs it."""
     import subprocess
-    site.record.write_text(scontrol_text(site.workdir, uid=1234, gid=1234))
+    site.record.write_text(squeue_text(site.workdir, uid=1234, gid=1234))
     proc = subprocess.run([str(site.helper), "write", "200", str(site.workdir / "x")], input=b"x",
                           capture_output=True, check=False)
     assert proc.returncode == 3 and not (site.workdir / "x").exists()
     assert "uid 1234 of job user 'alice' has no account" in proc.stderr.decode() or \
         "cannot write" in proc.stderr.decode()
-    site.record.write_text(scontrol_text(site.workdir))
+    site.record.write_text(squeue_text(site.workdir))
     proc = subprocess.run([str(site.helper), "write", "200", "/etc/msa-evil"], input=b"x", capture_output=True,
                           check=False)
     assert proc.returncode == 3 and "gw_file: '/etc/msa-evil' is outside" in proc.stderr.decode()
@@ -207,7 +207,7 @@ def test_busy_pool_makes_the_prolog_fail_for_requeue_without_leaking_gateways(si
 
 
 def test_more_gateways_than_the_pool_has_is_reported_as_too_small(site):
-    site.record.write_text(scontrol_text(site.workdir, licenses="gateway:3"))
+    site.record.write_text(squeue_text(site.workdir, licenses="gateway:3"))
     assert run(site, "prolog")[0] == slurm.REQUEUE
     assert "(too_small)" in (site.workdir / "JOB-200-psgw.err").read_text()
 
@@ -226,20 +226,20 @@ def test_unreachable_agent_rolls_back_the_allocation_and_started_daemons(site):
 
 
 def test_jobs_without_a_gateway_request_and_later_components_are_left_alone(site):
-    site.record.write_text(scontrol_text(site.workdir, licenses="(null)", comment="(null)"))
+    site.record.write_text(squeue_text(site.workdir, licenses="(null)", comment="(null)"))
     assert run(site, "prolog") == (0, "")
-    site.record.write_text(scontrol_text(site.workdir))
+    site.record.write_text(squeue_text(site.workdir))
     code, out = run(site, "prolog", job="201")
     assert code == 0 and "later component" in out
     assert not (site.workdir / "psgw-route-200").exists()
 
 
 def test_the_comment_may_ask_fewer_gateways_than_the_licences_never_more(site):
-    site.record.write_text(scontrol_text(site.workdir, comment="gw_num=1,gw_cleanup"))
+    site.record.write_text(squeue_text(site.workdir, comment="gw_num=1,gw_cleanup"))
     assert run(site, "prolog")[0] == 0
     assert len(R.read_routing_file(str(site.workdir / "psgw-route-200")).gateways) == 1
     assert run(site, "epilog")[0] == 0
-    site.record.write_text(scontrol_text(site.workdir, licenses="", comment="gw_num=1"))
+    site.record.write_text(squeue_text(site.workdir, licenses="", comment="gw_num=1"))
     assert run(site, "prolog")[0] == slurm.REQUEUE
     err = (site.workdir / "JOB-200-psgw.err").read_text()
     assert "gw_num: 1 asks more gateways than the 0 gateway licences Slurm granted the job" in err
@@ -257,7 +257,7 @@ def test_the_comment_may_ask_fewer_gateways_than_the_licences_never_more(site):
     ("gw_num=2,gw_cleanup=perhaps", "gw_cleanup: 'perhaps' is not a boolean"),
 ])
 def test_a_job_asking_what_it_may_not_is_refused_before_any_gateway_is_taken(site, comment, message):
-    site.record.write_text(scontrol_text(site.workdir, comment=comment))
+    site.record.write_text(squeue_text(site.workdir, comment=comment))
     out, err = io.StringIO(), io.StringIO()
     code = slurm.main(["prolog"] + site.argv, env={"SLURM_JOB_ID": "200"}, out=out, err=err)
     assert code == slurm.REQUEUE
@@ -271,10 +271,23 @@ def test_a_job_asking_what_it_may_not_is_refused_before_any_gateway_is_taken(sit
 
 
 def test_bad_records_from_slurm_end_in_one_line_not_a_traceback(site):
-    site.record.write_text('{"jobs": [{"job_id": "200; rm -rf /"}]}')
-    out, err = io.StringIO(), io.StringIO()
-    assert slurm.main(["prolog"] + site.argv, env={"SLURM_JOB_ID": "200"}, out=out, err=err) == slurm.REQUEUE
-    assert err.getvalue().count("\n") == 1 and "job_id: '200; rm -rf /' is not a Slurm job id" in err.getvalue()
+    good = json.loads(squeue_text(site.workdir))
+    for field, value, message in (("user_name", "root;id", "user_name 'root;id' is not a user name"),
+                                  ("user_id", -1, "user_id: -1 is not a numeric id"),
+                                  ("current_working_directory", "../x", "current_working_directory '../x' is not"),
+                                  ("licenses", "gateway:lots", "licenses: 'gateway:lots' is not name[:count]"),
+                                  ("nodes", "cluster[01-", "nodes 'cluster[01-'")):
+        data = json.loads(json.dumps(good))
+        data["jobs"][-2][field] = value  # the leader
+        site.record.write_text(json.dumps(data))
+        out, err = io.StringIO(), io.StringIO()
+        assert slurm.main(["prolog"] + site.argv, env={"SLURM_JOB_ID": "200"}, out=out, err=err) == slurm.REQUEUE
+        assert err.getvalue().count("\n") == 1 and message in err.getvalue(), err.getvalue()
+        assert "Traceback" not in err.getvalue()
+    data = json.loads(json.dumps(good))
+    data["jobs"][0]["user_name"] = "not;a;user"   # another job's bad record is not this job's business
+    site.record.write_text(json.dumps(data))
+    assert run(site, "prolog")[0] == 0 and run(site, "epilog")[0] == 0
     err = io.StringIO()
     assert slurm.main(["prolog"] + site.argv, env={"SLURM_JOB_ID": "../1"}, out=out, err=err) == slurm.REQUEUE
     assert "SLURM_JOB_ID: '../1' is not a Slurm job id" in err.getvalue()

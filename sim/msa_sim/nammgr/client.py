@@ -171,7 +171,7 @@ def _hook_client(args, env):
 def _hook(action, env, args, out, err):
     """``prolog``/``epilog``: an alias of the collection's hooks (module_utils/_nam_hooks.py), which the role
     msa.hpc.nam_manager installs as ``msa-nam-hook``; nothing the roles install runs this alias."""
-    argv = [action, "--license", args.license, "--gce-license", args.gce_license, "--scontrol", args.scontrol,
+    argv = [action, "--license", args.license, "--gce-license", args.gce_license, "--squeue", args.squeue,
             "--user-helper", args.user_helper]
     return H.main(argv, env=env, out=out, err=err, prog="python3 -m msa_sim.nammgr.client",
                   client_factory=lambda _conf: _hook_client(args, env))
@@ -292,7 +292,7 @@ def parser():
         p = sub.add_parser(name, help="run as %sSlurmctld" % name.capitalize())
         p.add_argument("--license", default="nam", help="licence counting the job's NAM in GiB (its upper bound)")
         p.add_argument("--gce-license", default="gce", help="licence a job needs for the GCE")
-        p.add_argument("--scontrol", default="scontrol")
+        p.add_argument("--squeue", default="squeue", help="squeue (the job, read with --json)")
         p.add_argument("--user-helper", default=H.U.USER_FILE_HELPER)
     return ap
 

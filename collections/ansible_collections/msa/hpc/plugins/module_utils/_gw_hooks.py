@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PrologSlurmctld/EpilogSlurmctld of the MPI gateways and their health check (run as SlurmUser by msa-gw-hook).
 
-The prolog reads the job with ``scontrol show job --json``, takes its gateway count from the gateway licences Slurm
+The prolog reads the job with ``squeue --json`` (module_utils/_slurm_job), takes its gateway count from the gateway licences Slurm
 granted it (``gw_num`` in the comment may ask fewer, never more), decodes the job's options (module_utils/_jobopts)
 and checks every one before anything is done: the routing strategy is a bare name of a built-in or a root-owned
 plugin, the routing file lies in the user's home or the job's working directory. It then probes the idle gateways'
@@ -83,10 +83,10 @@ class Job:
                 "home": self.home}
 
 
-def leader_records(job_id, scontrol):
+def leader_records(job_id, squeue):
     """Records of all components when ``job_id`` leads (or is) the job; None for a later component."""
     try:
-        return S.components(S.read_job(job_id, scontrol), job_id)
+        return S.components(S.read_job(job_id, squeue), job_id)
     except S.JobRecordError as exc:
         raise PrologError(str(exc)) from None
 
@@ -215,7 +215,7 @@ def prolog(env, opts, out=sys.stdout):
     if not job_id:
         raise PrologError("SLURM_JOB_ID is not set: run me as PrologSlurmctld")
     gateways, settings = P.load_pool_file(opts.pool_file)
-    records = leader_records(job_id, opts.scontrol)
+    records = leader_records(job_id, opts.squeue)
     if records is None:
         out.write("psgw: job %s is a later component of a heterogeneous job; its leader sets up gateways\n" % job_id)
         return 0
@@ -369,7 +369,8 @@ def parser(prog="msa-gw-hook"):
     ap.add_argument("--pool-file", default=P.DEFAULT_POOL_FILE)
     ap.add_argument("--db", default=P.DEFAULT_DB)
     ap.add_argument("--token-file", default="/etc/msa-gw/agent.token")
-    ap.add_argument("--scontrol", default="scontrol")
+    ap.add_argument("--scontrol", default="scontrol", help="scontrol (the reservation of unavailable gateways)")
+    ap.add_argument("--squeue", default="squeue", help="squeue (the job, read with --json)")
     ap.add_argument("--report-dir", default="/var/lib/msa-gw/reports")
     ap.add_argument("--reservation", default=RESERVATION,
                     help="license-only reservation holding the licences of unavailable gateways ('' for none)")

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PrologSlurmctld/EpilogSlurmctld of the NAM/GCE manager (run as SlurmUser by msa-nam-hook).
 
-The prolog reads the job with ``scontrol show job --json`` and allocates its NAM memory for the job's user as
+The prolog reads the job with ``squeue --json`` (module_utils/_slurm_job) and allocates its NAM memory for the job's user as
 allocation ``slurm-<job>`` (or ``nam_name``). The size is the one the job's options ask (``nam_bytes`` written by
 msa.hpc.slurm_packjob, ``nam=100G`` written by hand; powers of 1024), else its ``nam`` licences (one per GiB); it is
 bounded by the licences Slurm granted the job, so the scheduler's accounting of the NAM holds: a size above them,
@@ -133,7 +133,7 @@ def allocate(service, job_id, user, request):
 
 def prolog(env, opts, out, client_factory=make_client):
     job_id = S.check_job_id(env.get("SLURM_JOB_ID"), "SLURM_JOB_ID")
-    records = S.components(S.read_job(job_id, opts.scontrol), job_id)
+    records = S.components(S.read_job(job_id, opts.squeue), job_id)
     if records is None:
         out.write("nam prolog: job %s is a later component of a heterogeneous job\n" % job_id)
         return 0
@@ -182,7 +182,7 @@ def parser(prog="msa-nam-hook"):
     ap.add_argument("--conf", default=DEFAULT_CONF, help="client key=value file (url, user, password or token)")
     ap.add_argument("--license", default=LICENSE_NAM, help="licence counting the job's NAM in GiB")
     ap.add_argument("--gce-license", default=LICENSE_GCE, help="licence a job needs for the GCE")
-    ap.add_argument("--scontrol", default="scontrol")
+    ap.add_argument("--squeue", default="squeue", help="squeue (the job, read with --json)")
     ap.add_argument("--user-helper", default=U.USER_FILE_HELPER,
                     help="run through sudo to write a job's error file as its user when the hooks are not root")
     return ap

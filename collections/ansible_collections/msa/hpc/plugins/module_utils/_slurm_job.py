@@ -1,5 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""One job as the Slurm controller's hooks see it: ``scontrol show job --json`` read and every field validated."""
+"""One job as the Slurm controller's hooks see it: ``squeue --json`` read and every field of it validated.
+
+Slurm 22.05's scontrol has no ``--json`` (it came with 23.02); its squeue does, but dumps every job whatever the
+filter options say, so the records of the job asked for are picked out here before any of them is validated."""
 from __future__ import annotations
 
 import json
@@ -88,41 +91,47 @@ def record(job):
     return rec
 
 
-def parse_jobs(text):
-    """``scontrol show job --json`` output → validated records (one per heterogeneous job component)."""
+def parse_jobs(text, job_id):
+    """``squeue --json`` output → validated records of job ``job_id``: the job, or every component of the
+    heterogeneous job it belongs to (leader first). Records of other jobs are not looked at."""
+    job_id = int(check_job_id(job_id))
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise JobRecordError("scontrol show job --json: not JSON (%s)" % exc) from None
+        raise JobRecordError("squeue --json: not JSON (%s)" % exc) from None
     jobs = data.get("jobs") if isinstance(data, dict) else None
     if not isinstance(jobs, list):
-        raise JobRecordError("scontrol show job --json: no 'jobs' list in %r" % (str(text)[:200],))
-    return [record(j) for j in jobs]
+        raise JobRecordError("squeue --json: no 'jobs' list in %r" % (str(text)[:200],))
+    jobs = [j for j in jobs if isinstance(j, dict)]
+    mine = [j for j in jobs if j.get("job_id") == job_id]
+    if not mine:
+        raise JobRecordError("slurmctld knows no job %s (squeue --json)" % job_id)
+    het = mine[0].get("het_job_id") or 0
+    if het:
+        mine = [j for j in jobs if j.get("het_job_id") == het]
+    return sorted((record(j) for j in mine), key=lambda r: r["het_job_offset"])
 
 
-def read_job(job_id, scontrol="scontrol", run=subprocess.run):
+def read_job(job_id, squeue="squeue", run=subprocess.run):
     """The records of job ``job_id`` (all components of a heterogeneous job, leader first)."""
     job_id = check_job_id(job_id, "SLURM_JOB_ID")
+    argv = [squeue, "--json", "--states=all", "--jobs=%s" % job_id]
     try:
-        proc = run([scontrol, "show", "job", "--json", job_id], capture_output=True, text=True, timeout=30,
-                   check=False)
+        proc = run(argv, capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
-        raise JobRecordError("cannot read job %s with %s: %s" % (job_id, scontrol, exc)) from None
+        raise JobRecordError("cannot read job %s with %s: %s" % (job_id, squeue, exc)) from None
     if proc.returncode != 0:
-        raise JobRecordError("cannot read job %s with %s: %s" % (job_id, scontrol,
+        raise JobRecordError("cannot read job %s with %s: %s" % (job_id, squeue,
                                                                   (proc.stderr or proc.stdout).strip()[:300]))
-    records = parse_jobs(proc.stdout)
-    if not records:
-        raise JobRecordError("scontrol knows no job %s" % job_id)
-    return records
+    return parse_jobs(proc.stdout, job_id)
 
 
 def components(records, job_id):
     """Records of every component when ``job_id`` leads (or is) the job, leader first; None for a later component."""
     mine = next((r for r in records if r["job_id"] == str(job_id)), None)
     if mine is None:
-        raise JobRecordError("scontrol show job %s answered for jobs %s only" % (
-            job_id, ", ".join(r["job_id"] for r in records)))
+        raise JobRecordError("slurmctld's answer for job %s holds jobs %s only" % (
+            job_id, ", ".join(r["job_id"] for r in records[:10])))
     het = mine["het_job_id"]
     if het and het != mine["job_id"]:
         return None

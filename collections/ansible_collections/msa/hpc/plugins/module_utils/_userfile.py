@@ -184,7 +184,7 @@ def user_file(job, action, path, data=b"", helper=USER_FILE_HELPER, key="gw_file
     return None
 
 
-def helper_main(argv=None, stdin=None, err=None, scontrol="scontrol", read_job=S.read_job):
+def helper_main(argv=None, stdin=None, err=None, squeue="squeue", read_job=S.read_job):
     """``msa-hpc-userfile check|write|append|remove JOBID PATH [KEY]`` (data on stdin), run as root by sudo."""
     argv = sys.argv[1:] if argv is None else argv
     err = err or sys.stderr
@@ -194,10 +194,10 @@ def helper_main(argv=None, stdin=None, err=None, scontrol="scontrol", read_job=S
     action, job_id, path = argv[:3]
     key = argv[3] if len(argv) == 4 and argv[3] in ("gw_file", "error_file") else "gw_file"
     try:
-        records = read_job(job_id, scontrol)
+        records = read_job(job_id, squeue)
         job = next((r for r in records if r["job_id"] == S.check_job_id(job_id)), None)
         if job is None:
-            raise UserFileError("job %s is not in scontrol's answer" % job_id)
+            raise UserFileError("job %s is not in slurmctld's answer" % job_id)
         if os.path.normpath(path) != path:
             raise UserFileError("%s: %r is not a normalised absolute path" % (key, path))
         data = b"" if action in ("check", "remove") else (stdin or sys.stdin.buffer).read()

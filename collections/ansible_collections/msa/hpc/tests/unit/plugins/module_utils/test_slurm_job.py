@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The job as the hooks read it from Slurm 22.05's ``squeue --json`` (captured on the simulated system), validated."""
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+
+import pytest
+
+from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+
+FIXTURE = pathlib.Path(__file__).parent / "fixtures/slurm/squeue_json_22.05_all_states.json"
+TEXT = FIXTURE.read_text()
+
+
+def test_a_running_hetjob_is_picked_out_of_every_job_squeue_lists():
+    records = S.parse_jobs(TEXT, "5")  # a later component: the whole hetjob, leader first
+    assert [(r["job_id"], r["het_job_id"], r["het_job_offset"]) for r in records] == [("4", "4", 0), ("5", "4", 1)]
+    leader = records[0]
+    assert leader["user"] == "root" and leader["uid"] == 0 and leader["gid"] == 0
+    assert leader["workdir"] == "/tmp" and leader["comment"] == "msa:gw_file=route.txt;gw_cleanup=1"
+    assert leader["licenses"] == {"gce": 1} and records[1]["licenses"] == {}
+    assert leader["partition"] == "cm" and leader["nodes"] == ["cm01"]
+    assert records[1]["nodes"] == ["esb01", "esb02"] and leader["state"] == "RUNNING"
+    assert S.components(records, "4") == records and S.components(records, "5") is None
+    assert S.granted(records, "gce") == 1 and S.granted(records, "nam") == 0
+
+
+def test_a_plain_job_and_a_pending_hetjob_read_too():
+    (plain,) = S.parse_jobs(TEXT, "3")
+    assert plain["het_job_id"] is None and plain["nodes"] == [] and plain["workdir"] == "/"
+    records = S.parse_jobs(TEXT, 1)
+    assert S.granted(records, "nam") == 2 and S.granted(records, "gateway") == 1
+
+
+def test_a_job_slurm_does_not_know_is_an_error_naming_it():
+    with pytest.raises(S.JobRecordError, match="slurmctld knows no job 99"):
+        S.parse_jobs(TEXT, "99")
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("user_name", "a b", "user_name 'a b' is not a user name"),
+    ("user_name", "", "user_name '' is not a user name"),
+    ("user_id", "0", "user_id: '0' is not a numeric id"),
+    ("user_id", 4294967295, "user_id: 4294967295 is not a numeric id"),
+    ("group_id", True, "group_id: True is not a numeric id"),
+    ("current_working_directory", "tmp", "current_working_directory 'tmp' is not an absolute path"),
+    ("current_working_directory", "/home/../etc", "current_working_directory '/home/../etc'"),
+    ("licenses", "nam:-1", "licenses: 'nam:-1' is not name[:count]"),
+    ("partition", "cm;x", "partition 'cm;x' is not a partition name"),
+    ("het_job_offset", -1, "het_job_offset -1 is not a component index"),
+])
+def test_every_field_the_hooks_use_is_validated_naming_field_and_value(field, value, message):
+    data = json.loads(TEXT)
+    leader = next(j for j in data["jobs"] if j["job_id"] == 4)
+    leader[field] = value
+    with pytest.raises(S.JobRecordError) as exc:
+        S.parse_jobs(json.dumps(data), "4")
+    assert str(exc.value).startswith("job 4: ") and message in str(exc.value)
+
+
+@pytest.mark.parametrize("job_id", ["", "0", "-1", "4;id", "../4", "4 5", "12345678901", None])
+def test_job_ids_are_checked_before_anything_is_run(job_id):
+    calls = []
+    with pytest.raises(S.JobRecordError, match="SLURM_JOB_ID: .* is not a Slurm job id"):
+        S.read_job(job_id, run=lambda *a, **k: calls.append(a))
+    assert calls == []
+
+
+def test_read_job_asks_squeue_for_json_and_reports_its_failure():
+    seen = []
+
+    def run(argv, **kw):
+        seen.append(argv)
+        return subprocess.CompletedProcess(argv, 0, TEXT, "")
+    assert [r["job_id"] for r in S.read_job("4", "/usr/bin/squeue", run=run)] == ["4", "5"]
+    assert seen == [["/usr/bin/squeue", "--json", "--states=all", "--jobs=4"]]
+    failed = lambda argv, **kw: subprocess.CompletedProcess(argv, 1, "", "slurm_load_jobs error: timeout")  # noqa: E731
+    with pytest.raises(S.JobRecordError, match="cannot read job 4 with squeue: slurm_load_jobs error: timeout"):
+        S.read_job("4", run=failed)
+
+
+def test_licences_read_in_both_of_slurms_spellings():
+    assert S.parse_licenses("gateway:2,nam*100,gce") == {"gateway": 2, "nam": 100, "gce": 1}
+    assert S.parse_licenses("(null)") == S.parse_licenses("") == S.parse_licenses(None) == {}
