@@ -93,18 +93,7 @@ def _quote(value):
     return urllib.parse.quote(str(value), safe="")
 
 
-def read_conf(path):
-    conf = {}
-    try:
-        with open(path, "r", encoding="utf-8") as fh:
-            for line in fh:
-                line = line.strip()
-                if line and not line.startswith("#") and "=" in line:
-                    key, _, value = line.partition("=")
-                    conf[key.strip()] = value.strip()
-    except FileNotFoundError:
-        pass
-    return conf
+read_conf = H.read_conf  # the client's key=value file, read as the collection's NAM hook reads it
 
 
 def make_client(args, env):

@@ -384,13 +384,7 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-gw-hook"
     """Run one action; every expected failure is one line on ``err`` and an exit status, never a traceback."""
     env = os.environ if env is None else env
     opts = parser(prog).parse_args(argv)
-    fail = {"prolog": REQUEUE, "epilog": 0}.get(opts.action, 1)
-    try:
-        return {"prolog": prolog, "epilog": epilog, "health": health}[opts.action](env, opts, out)
-    except (PrologError, P.PoolError, R.RoutingError, S.JobRecordError, U.UserFileError, OSError, ValueError) as exc:
-        err.write("psgw %s: job %s: %s\n" % (opts.action, env.get("SLURM_JOB_ID"), exc))
-        return fail
-    except Exception as exc:  # noqa: BLE001 - a hook must end in one line and a status slurmctld understands
-        err.write("psgw %s: job %s: internal error %s: %s\n" % (opts.action, env.get("SLURM_JOB_ID"),
-                                                               type(exc).__name__, exc))
-        return fail
+    action = {"prolog": prolog, "epilog": epilog, "health": health}[opts.action]
+    return S.run_hook("psgw", opts.action, lambda: action(env, opts, out), {"prolog": REQUEUE, "epilog": 0}.get(
+        opts.action, 1), env.get("SLURM_JOB_ID"), err,
+        (PrologError, P.PoolError, R.RoutingError, S.JobRecordError, U.UserFileError, OSError, ValueError))

@@ -192,13 +192,7 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-nam-hook
     """Run one action; every failure is one line on ``err`` and an exit status, never a traceback."""
     env = os.environ if env is None else env
     opts = parser(prog).parse_args(argv)
-    fail = REQUEUE if opts.action == "prolog" else 0
-    try:
-        return {"prolog": prolog, "epilog": epilog}[opts.action](env, opts, out, client_factory)
-    except (HookError, S.JobRecordError, U.UserFileError, OSError, ValueError) as exc:
-        err.write("nam %s: job %s: %s\n" % (opts.action, env.get("SLURM_JOB_ID"), exc))
-        return fail
-    except Exception as exc:  # noqa: BLE001 - a hook must end in one line and a status slurmctld understands
-        err.write("nam %s: job %s: internal error %s: %s\n" % (opts.action, env.get("SLURM_JOB_ID"),
-                                                              type(exc).__name__, exc))
-        return fail
+    action = {"prolog": prolog, "epilog": epilog}[opts.action]
+    return S.run_hook("nam", opts.action, lambda: action(env, opts, out, client_factory),
+                      REQUEUE if opts.action == "prolog" else 0, env.get("SLURM_JOB_ID"), err,
+                      (HookError, S.JobRecordError, U.UserFileError, OSError, ValueError))

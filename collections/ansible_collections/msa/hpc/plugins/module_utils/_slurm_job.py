@@ -149,3 +149,15 @@ def granted(records, name):
     """Licences ``name`` the (heterogeneous) job was granted: the largest count of one component (Slurm copies a
     job-wide --licenses to each component of a hetjob, so adding them up would count them twice)."""
     return max([r["licenses"].get(name, 0) for r in records] + [0])
+
+
+def run_hook(name, action, func, fail, job_id, err, expected=()):
+    """Run a hook's action: an expected failure is one line on ``err`` and ``fail``, anything else one line too
+    (a hook must end in a status slurmctld understands, never a traceback)."""
+    try:
+        return func()
+    except expected as exc:
+        err.write("%s %s: job %s: %s\n" % (name, action, job_id, exc))
+    except Exception as exc:  # noqa: BLE001 - see above
+        err.write("%s %s: job %s: internal error %s: %s\n" % (name, action, job_id, type(exc).__name__, exc))
+    return fail

@@ -84,3 +84,17 @@ def test_read_job_asks_squeue_for_json_and_reports_its_failure():
 def test_licences_read_in_both_of_slurms_spellings():
     assert S.parse_licenses("gateway:2,nam*100,gce") == {"gateway": 2, "nam": 100, "gce": 1}
     assert S.parse_licenses("(null)") == S.parse_licenses("") == S.parse_licenses(None) == {}
+
+
+def test_a_hook_ends_in_one_line_and_its_failure_status_whatever_goes_wrong():
+    import io
+
+    def broken():
+        return {}["missing"]
+    err = io.StringIO()
+    assert S.run_hook("psgw", "prolog", broken, 1, "7", err, (S.JobRecordError,)) == 1
+    assert err.getvalue() == "psgw prolog: job 7: internal error KeyError: 'missing'\n"
+    err = io.StringIO()
+    assert S.run_hook("nam", "epilog", lambda: S.check_job_id("x"), 0, "x", err, (S.JobRecordError,)) == 0
+    assert err.getvalue() == "nam epilog: job x: job id: 'x' is not a Slurm job id\n"
+    assert S.run_hook("nam", "prolog", lambda: 0, 1, "7", err) == 0
