@@ -57,3 +57,21 @@ def test_no_hook_unit_or_command_of_the_roles_refers_to_the_stand_ins():
                 assert "msa_sim" not in template.read_text(), template
         for tasks in (ROLES / role / "tasks").glob("slurm_hooks.yml"):
             assert "msa_sim" not in tasks.read_text(), tasks
+
+
+def test_the_installed_module_utils_are_all_the_hooks_import():
+    import ast
+    listed = set(yaml.safe_load((ROLES / "hook_runtime/defaults/main.yml").read_text())["hook_runtime_module_utils"])
+    utils = BUNDLE / "collections/ansible_collections/msa/hpc/plugins/module_utils"
+    needed, todo = set(), ["_gw_hooks", "_nam_hooks", "_userfile"]
+    while todo:
+        name = todo.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        for node in ast.walk(ast.parse((utils / (name + ".py")).read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ansible_collections.msa.hpc"):
+                mod = node.module.rsplit(".", 1)[-1]
+                todo += [a.name for a in node.names] if mod == "module_utils" else [mod]
+    assert needed <= listed, sorted(needed - listed)
+    assert listed <= {p.stem for p in utils.glob("_*.py")}
