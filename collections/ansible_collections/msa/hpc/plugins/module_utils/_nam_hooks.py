@@ -121,14 +121,19 @@ def _service_errors():
 
 
 def allocate(service, job_id, user, request):
-    """Allocate the job's NAM; a retried prolog finds its allocation of the same name and keeps it."""
+    """Allocate the job's NAM; a prolog run again (a requeued job) finds its allocation of the same name and keeps
+    it. The POST comes first, so a lost answer is looked up by the service as for any allocation."""
+    from ansible_collections.msa.hpc.plugins.module_utils._nam import ManagerError
+    try:
+        return service.allocate(request["size"], request["volatile"], str(job_id), user, request["name"],
+                                request["device"])
+    except ManagerError as exc:
+        if exc.code != "name_taken":
+            raise
     existing = service.find(request["name"])
-    if existing is not None:
-        if existing.get("job") != str(job_id):
-            raise HookError("nam_name: %r is taken by job %s" % (request["name"], existing.get("job")))
-        return existing
-    return service.allocate(request["size"], request["volatile"], str(job_id), user, request["name"],
-                            request["device"])
+    if existing is None or existing.get("job") != str(job_id):
+        raise HookError("nam_name: %r is taken by job %s" % (request["name"], (existing or {}).get("job")))
+    return existing
 
 
 def prolog(env, opts, out, client_factory=make_client):
