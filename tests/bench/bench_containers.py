@@ -1,6 +1,4 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """User containers (role msa.hpc.udocker) on a live simulated system: image import, container creation, and a
 containerised job step against the same step on the host, measured side by side in one run.
 
@@ -10,6 +8,7 @@ Run: ``MSA_BENCH_SYSTEM=dev .venv/bin/python tests/bench/bench_containers.py [--
 each command), so SSH costs nothing; medians are printed with the spread. It leaves nothing behind: the
 benchmark's image tag, containers and user are removed at the end.
 """
+from __future__ import annotations
 
 import argparse
 import json
@@ -19,8 +18,9 @@ import subprocess
 import sys
 import time
 
-BUNDLE = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-sys.path.insert(0, BUNDLE)
+import _bench_paths  # noqa: E402  (the checkout's collection, stand-ins and tests)
+
+BUNDLE = _bench_paths.BUNDLE
 
 from tests.helpers import ansible_inventory  # noqa: E402
 
