@@ -9,7 +9,8 @@ import time
 
 # What the server does with one request, in the order the requests arrive (then ``default``):
 #   ("answer", status, body)  a whole JSON answer
-#   "half"                    headers and half the body, then the connection is reset (a process killed mid-answer)
+#   "half"                    headers and half the body, then the connection closes (a process killed mid-answer)
+#   "half-reset"              the same, closed with a reset
 #   "drop"                    read the request, close without a word (RemoteDisconnected)
 #   "stall"                   read the request, answer nothing until the test is over (the client times out)
 #   "garbage"                 a status line that is not HTTP (BadStatusLine)
@@ -98,12 +99,13 @@ class FaultyServer:
             raw = json.dumps(action[2]).encode()
             conn.sendall(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
                          b"Connection: close\r\n\r\n%s" % (action[1], len(raw), raw))
-        elif kind == "half":
+        elif kind in ("half", "half-reset"):
             conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n"
                          b'{"id": 7, "na')
             time.sleep(0.05)
-            # RST instead of FIN, as when the kernel cleans up after a SIGKILLed process with unread data
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            if kind == "half-reset":   # RST, as when the kernel cleans up a SIGKILLed process with unread data
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            # else FIN: the client reads a short body (IncompleteRead)
         elif kind == "stall":
             self._stop.wait(30)
         elif kind == "garbage":
