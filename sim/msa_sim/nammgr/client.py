@@ -12,7 +12,8 @@ import time
 import urllib.parse
 
 from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, format_size, parse_size
-from ansible_collections.msa.hpc.plugins.module_utils._rest import NOT_DONE, RestClient, RestError, RestTransportError
+from ansible_collections.msa.hpc.plugins.module_utils._rest import (
+    NOT_DONE, RestClient, RestError, RestTransportError, send_again)
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import NAM_LICENSE_UNIT
 
 HELP = """
@@ -300,7 +301,7 @@ def run(args, client, env, out, err):
             _print_allocs(allocs, out)
     elif cmd in ("attach", "detach"):
         rec = client.call("POST", "/nam/allocations/%s/%s" % (_quote(args.id), cmd),
-                          {"node": args.node, "vpid": args.vpid})[1]
+                          {"node": args.node, "vpid": args.vpid}, lookup=send_again)[1]
         print(json.dumps(rec, sort_keys=True), file=out)
     elif cmd == "orphans":
         live = args.live_jobs.split(",") if args.live_jobs is not None else None

@@ -30,6 +30,11 @@ NOT_DONE = "not_done"
 UNKNOWN = "unknown"
 
 
+def send_again():
+    """The ``lookup`` of a POST the service itself makes idempotent: "not done", so it is simply sent again."""
+    return None
+
+
 class RestError(Exception):
     """A request that failed for a reason a site administrator can act on."""
 
