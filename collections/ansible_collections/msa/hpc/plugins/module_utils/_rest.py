@@ -137,7 +137,7 @@ class RestClient:
                 conn.connect()
             except ssl.SSLCertVerificationError as exc:
                 raise NotDoneError("%s: the TLS certificate of %s is not trusted (%s); give the CA with ca_path, or "
-                                   "set validate_certs to false" % (where, parts.netloc, exc.verify_message or exc),
+                                   "set validate_certs to false" % (where, parts.netloc, exc),
                                    retryable=False, cause=exc) from None
             except CONNECTION_FAILURES as exc:
                 raise NotDoneError("%s: cannot connect to %s: %s" % (where, parts.netloc, _reason(exc)),
