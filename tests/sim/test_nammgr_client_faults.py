@@ -79,3 +79,12 @@ def test_an_answer_of_the_manager_keeps_its_status_and_code(manager):
         C.Client(manager.url).call("POST", "/nam/allocations", {})
     assert (err.value.status, err.value.code, err.value.outcome) == (409, "no_space", None)
     assert str(err.value) == "POST /nam/allocations: HTTP 409: no contiguous free segment"
+
+
+def test_the_epilog_frees_again_when_the_answer_of_the_free_was_lost(manager):
+    manager.script = ["drop", ("answer", 200, {"freed": [3], "bytes": 1 << 20}), ("answer", 200, {"released": []})]
+    out, err = io.StringIO(), io.StringIO()
+    env = {"SLURM_JOB_ID": "42", "NAM_MANAGER_URL": manager.url, "NAM_MANAGER_CLIENT_CONF": "/nonexistent"}
+    assert C.main(["epilog"], env=env, out=out, err=err) == 0
+    assert "freed allocations [3] (1MiB)" in out.getvalue(), err.getvalue()
+    assert manager.count("DELETE", "/nam/jobs/42") == 2 and manager.count("DELETE", "/gce/jobs/42") == 1

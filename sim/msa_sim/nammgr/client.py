@@ -143,8 +143,9 @@ def alloc(client, job, user, size, name=None, volatile=True, device=None, reserv
 
 def free_job(client, job):
     """Free all NAM allocations and release all GCE communicators of a job (nothing to do is fine)."""
-    nam = client.call("DELETE", "/nam/jobs/%s" % _quote(job))[1]
-    gce = client.call("DELETE", "/gce/jobs/%s" % _quote(job))[1]
+    # Freeing a job's resources twice frees nothing more, so a free whose answer was lost is sent again.
+    nam = client.call("DELETE", "/nam/jobs/%s" % _quote(job), lookup=send_again)[1]
+    gce = client.call("DELETE", "/gce/jobs/%s" % _quote(job), lookup=send_again)[1]
     return {"job": str(job), "freed": nam["freed"], "bytes": nam["bytes"], "released": gce["released"]}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ansible_collections.msa.hpc.plugins.module_utils._nam import ManagerError, ManagerService, quote_path
+from ansible_collections.msa.hpc.plugins.module_utils._rest import send_again
 
 MIB = 1 << 20
 
@@ -127,7 +128,7 @@ class GceService(ManagerService):
         return status == 200
 
     def free_job(self, job):
-        return self._call("DELETE", "gce/jobs/%s" % quote_path(job))[1]
+        return self._call("DELETE", "gce/jobs/%s" % quote_path(job), lookup=send_again)[1]
 
 
 def _same(comm, members, root):

@@ -139,7 +139,8 @@ class NamService(ManagerService):
                           lookup=send_again)[1]
 
     def free_job(self, job):
-        return self._call("DELETE", "nam/jobs/%s" % quote_path(job))[1]
+        # Freeing a job's allocations twice frees nothing more: a free whose answer was lost is sent again.
+        return self._call("DELETE", "nam/jobs/%s" % quote_path(job), lookup=send_again)[1]
 
     def free_orphans(self, live_jobs=None, owner=None, dry_run=False):
         body = {"dry_run": bool(dry_run)}
