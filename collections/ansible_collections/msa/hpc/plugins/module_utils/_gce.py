@@ -116,6 +116,7 @@ class GceService(ManagerService):
 
     def create(self, members, root=None, name=None, job=None, owner=None, size=None):
         body = {"members": members, "root": root, "name": name, "job": job, "owner": owner, "size": size}
+
         def made_already():
             comm = self.find(name)
             return dict(comm, limits_left=self.limits()["left"]) if comm and comm.get("job") == job else None

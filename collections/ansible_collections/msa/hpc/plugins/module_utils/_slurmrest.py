@@ -226,7 +226,9 @@ class RestTransport:
         if name:
             # The jobs of this name before the submission: one more after a lost answer is the job it made.
             before = {r["job_id"] for r in self.jobs(self.user) if r["name"] == name}
-            lookup = lambda: self._submitted(name, before)  # noqa: E731
+
+            def lookup():
+                return self._submitted(name, before)
         payload = self._call("POST", "/slurm/%s/job/submit" % API_VERSION, body, "job submission", lookup=lookup)
         job_id = payload.get("job_id")
         if not isinstance(job_id, int) or isinstance(job_id, bool):

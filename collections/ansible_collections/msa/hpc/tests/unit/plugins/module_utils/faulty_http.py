@@ -34,7 +34,7 @@ class FaultyServer:
         self._thread.start()
 
     def count(self, method, path=None):
-        return sum(1 for m, p, _ in self.seen if m == method and (path is None or p == path))
+        return sum(1 for seen in self.seen if seen[0] == method and (path is None or seen[1] == path))
 
     def close(self):
         self._stop.set()
@@ -51,7 +51,7 @@ class FaultyServer:
         self._sock.settimeout(0.1)
         while not self._stop.is_set():
             try:
-                conn, _ = self._sock.accept()
+                conn = self._sock.accept()[0]
             except OSError:
                 continue
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
@@ -63,12 +63,12 @@ class FaultyServer:
             if not chunk:
                 return None
             data += chunk
-        head, _, rest = data.partition(b"\r\n\r\n")
+        head, rest = data.split(b"\r\n\r\n", 1)
         lines = head.decode("latin-1").split("\r\n")
         method, path = lines[0].split(" ")[:2]
         length = 0
         for line in lines[1:]:
-            name, _, value = line.partition(":")
+            name, value = (line.split(":", 1) + [""])[:2]
             if name.strip().lower() == "content-length":
                 length = int(value)
         while len(rest) < length:
