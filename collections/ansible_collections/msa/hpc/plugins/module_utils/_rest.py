@@ -221,7 +221,7 @@ class RestClient:
                 if exc.retryable and attempt <= self.retries:
                     self._wait(attempt)
                     continue
-                if unknown is not None:   # an earlier attempt may still have been carried out
+                if unknown is not None and method not in SAFE_METHODS:   # an earlier attempt may have been done
                     raise OutcomeUnknownError("%s; the last of %d attempts: %s" % (unknown, attempt, exc),
                                               cause=exc) from None
                 if not exc.retryable:
