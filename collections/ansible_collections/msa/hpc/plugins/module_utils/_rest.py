@@ -130,7 +130,7 @@ class RestClient:
         """Send one request on a fresh connection; ``(status, raw body, headers)`` or a RestTransportError."""
         parts = urllib.parse.urlsplit(url)
         target = (parts.path or "/") + ("?" + parts.query if parts.query else "")
-        where = "%s %s" % (method, url)
+        where = "%s %s" % (method, target)
         conn = self._connection(parts)
         try:
             try:
@@ -140,7 +140,7 @@ class RestClient:
                                    "set validate_certs to false" % (where, parts.netloc, exc),
                                    retryable=False, cause=exc) from None
             except CONNECTION_FAILURES as exc:
-                raise NotDoneError("%s: cannot connect to %s: %s" % (where, parts.netloc, _reason(exc)),
+                raise NotDoneError("%s: cannot connect to %s (%s)" % (where, parts.netloc, _reason(exc)),
                                    cause=exc) from None
             try:
                 conn.request(method, target, body=data, headers=headers)
@@ -148,13 +148,15 @@ class RestClient:
                 raise RestError("%s: the request cannot be sent: %s" % (where, exc)) from None
             except CONNECTION_FAILURES as exc:
                 # The request did not leave whole, so the service cannot have read it.
-                raise NotDoneError("%s: sending the request failed: %s" % (where, _reason(exc)), cause=exc) from None
+                raise NotDoneError("%s: sending the request to %s failed (%s)" % (where, parts.netloc, _reason(exc)),
+                                   cause=exc) from None
             try:
                 resp = conn.getresponse()
                 return resp.status, resp.read(), resp.headers
             except CONNECTION_FAILURES as exc:
-                raise OutcomeUnknownError("%s: the request was sent but the answer was lost (%s); the service may "
-                                          "have carried it out" % (where, _reason(exc)), cause=exc) from None
+                raise OutcomeUnknownError("%s: the request was sent to %s but the answer was lost (%s); the service "
+                                          "may have carried it out" % (where, parts.netloc, _reason(exc)),
+                                          cause=exc) from None
         finally:
             conn.close()
 
@@ -224,7 +226,7 @@ class RestClient:
                 if unknown is not None and method not in SAFE_METHODS:   # an earlier attempt may have been done
                     raise OutcomeUnknownError("%s; the last of %d attempts: %s" % (unknown, attempt, exc),
                                               cause=exc) from None
-                if not exc.retryable:
+                if not exc.retryable or attempt == 1:
                     raise
                 raise NotDoneError("cannot reach %s after %d attempts: %s" % (self.base_url, attempt, exc),
                                    cause=exc.cause) from None
