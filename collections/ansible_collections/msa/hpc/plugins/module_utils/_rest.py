@@ -98,8 +98,12 @@ class RestClient:
     def __init__(self, base_url, username=None, password=None, token=None, token_header="Authorization",
                  validate_certs=True, ca_path=None, timeout=10, retries=3, backoff=0.5, sleep=time.sleep,
                  retry_statuses=RETRY_STATUSES):
-        parsed = urllib.parse.urlsplit(base_url or "")
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        try:
+            parsed = urllib.parse.urlsplit(base_url or "")
+            valid = parsed.scheme in ("http", "https") and bool(parsed.hostname) and (parsed.port or 0) >= 0
+        except ValueError:   # a port that is not a number
+            valid = False
+        if not valid:
             raise RestError("endpoint %r is not a URL (expected https://host[:port])" % (base_url,))
         self.base_url = base_url.rstrip("/")
         self.username = username

@@ -140,6 +140,12 @@ def test_a_delete_whose_answer_was_lost_is_not_sent_again(server):
     assert server.count("DELETE") == 1
 
 
+@pytest.mark.parametrize("endpoint", ["bmc01", "ftp://bmc01", "https://bmc01:https", "http://:8080"])
+def test_an_endpoint_that_is_not_an_http_url_is_refused_before_any_call(endpoint):
+    with pytest.raises(RestError, match="endpoint %r is not a URL" % endpoint):
+        RestClient(endpoint)
+
+
 def test_a_2xx_body_that_is_not_json_is_an_error_not_a_value_error(server):
     server.script = ["text"]
     with pytest.raises(OutcomeUnknownError, match="not JSON"):
