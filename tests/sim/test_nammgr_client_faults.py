@@ -38,10 +38,12 @@ def test_a_manager_killed_mid_answer_is_outcome_unknown_not_incomplete_read(mana
 
 
 def test_the_prolog_requeues_with_a_sentence_when_the_manager_dies_mid_answer(manager):
-    manager.script = ["half"]
+    manager.script = ["half", "half"]      # the allocation, then the check whether it was made
     rc, _, err = prolog(manager.url, "--retries", "0")
     assert rc == C.REQUEUE
     assert err.startswith("nam prolog: lost the NAM manager") and "Traceback" not in err
+    assert "checking whether it was carried out failed too" in err
+    assert manager.count("POST") == 1
 
 
 def test_the_prolog_finds_the_allocation_its_lost_answer_made_and_does_not_allocate_twice(manager):

@@ -201,16 +201,21 @@ class RestClient:
         with a status of ``retry_statuses``; a GET, HEAD or OPTIONS whose outcome is unknown. Any other request
         whose outcome is unknown (or, with a ``lookup``, that a gateway answered 502-504) is sent again only when
         ``lookup()`` returns None ("it did not happen"); what else it returns is the answer, with status
-        ``expect[0]`` and no headers. Without a lookup such a request raises OutcomeUnknownError.
+        ``expect[0]`` and no headers. The lookup runs even when no retry is left: then its None raises
+        NotDoneError. Without a lookup such a request raises OutcomeUnknownError. ``lookup=send_again`` marks a
+        request the service itself makes idempotent: it is retried like a GET.
         """
         method = method.upper()
         url = path if "://" in path else self.base_url + "/" + path.lstrip("/")
         data = json.dumps(body).encode() if body is not None else None
         idempotent = method in IDEMPOTENT_METHODS
+        # blind: sent again after a lost answer (a safe method, or send_again); checked: the lookup decides.
+        blind = method in SAFE_METHODS or lookup is send_again
+        checked = lookup is not None and not blind
         attempt, unknown = 0, None
         while True:
             attempt += 1
-            if unknown is not None and lookup is not None:
+            if unknown is not None and checked:
                 try:
                     found = lookup()
                 except RestError as exc:
@@ -221,6 +226,9 @@ class RestClient:
                                               % (unknown, exc), cause=exc) from None
                 if found is not None:
                     return expect[0], found, {}
+                if attempt > self.retries + 1:   # the check was all that was left: no retry may send it again
+                    raise NotDoneError("%s; a check found it was not carried out, and no retry is left" % unknown,
+                                       cause=getattr(unknown, "cause", None)) from None
             try:
                 status, raw, rheaders = self._follow(method, url, data, self._headers(headers))
             except NotDoneError as exc:
@@ -236,12 +244,13 @@ class RestClient:
                                    cause=exc.cause) from None
             except OutcomeUnknownError as exc:
                 unknown = exc
-                if (method in SAFE_METHODS or lookup is not None) and attempt <= self.retries:
+                # With a lookup, what happened is checked even when no retry is left (it is not sent again then).
+                if (blind and attempt <= self.retries) or checked:
                     self._wait(attempt)
                     continue
                 raise
             if status in self.retry_statuses and attempt <= self.retries and (idempotent or lookup is not None):
-                if not idempotent:
+                if checked:
                     unknown = RestError(_describe(method, path, status, _decode(raw, rheaders)), status=status)
                 self._wait(attempt)
                 continue

@@ -100,6 +100,19 @@ def test_a_dropped_post_that_did_not_happen_is_sent_again_once(server):
     assert [seen[0] for seen in server.seen] == ["POST", "GET", "POST"]
 
 
+def test_without_retries_a_lost_answer_is_still_checked_but_never_sent_again(server):
+    server.script = ["drop", ("answer", 200, {"things": [{"id": 7}]}), "drop", ("answer", 200, {"things": []})]
+    rest = client(server.url, retries=0)
+
+    def lookup():
+        return (rest.get("/things")["things"] or [None])[0]
+
+    assert rest.post("/things", {"name": "a"}, lookup=lookup) == {"id": 7}
+    with pytest.raises(NotDoneError, match="a check found it was not carried out, and no retry is left"):
+        rest.post("/things", {"name": "a"}, lookup=lookup)
+    assert [seen[0] for seen in server.seen] == ["POST", "GET", "POST", "GET"]
+
+
 def test_a_timed_out_post_without_lookup_is_outcome_unknown(server):
     server.script = ["stall"]
     with pytest.raises(OutcomeUnknownError, match="timed out"):
