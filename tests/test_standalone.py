@@ -107,7 +107,7 @@ def standalone(tmp_path_factory):
     # layer of deep_est, and a layer that runs every host's tasks here, in check mode.
     shutil.copy(BUNDLE / "common.yml", play / "groups.yml")
     shutil.copytree(BUNDLE / "inventories" / "systems" / "deep_est", play / "deep_est")
-    (play / "files").mkdir()
+    (play / "files").mkdir()     # the collection's default udocker_artifacts_dir: the playbook's files/
     udocker = yaml.safe_load((COLLECTION / "roles" / "udocker" / "defaults" / "main.yml").read_text())
     checksum = stand_in_wheel(play / "files", udocker["udocker_version"])
     local = play / "local" / "group_vars"
@@ -115,7 +115,7 @@ def standalone(tmp_path_factory):
     (play / "local" / "hosts.yml").write_text("all: {}\n")
     (local / "all.yml").write_text(yaml.safe_dump({
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-        "udocker_artifacts_dir": str(play / "files"), "udocker_wheel_sha256": checksum}))
+        "udocker_wheel_sha256": checksum}))
     # site.yml and the validation it imports: plays of the collection's roles only.
     for name in ("site.yml", "validate.yml"):
         shutil.copy(BUNDLE / "playbooks" / name, play / name)
@@ -143,7 +143,8 @@ def results(report):
 def rendered(result):
     """What a task put (or would put) on a node: diff text, file contents and sources, commands."""
     texts = []
-    for diff in result.get("diff") or []:
+    diffs = result.get("diff") or []
+    for diff in [diffs] if isinstance(diffs, dict) else diffs:     # a module's one diff, or an action's list
         if isinstance(diff, dict):
             texts += [str(diff.get(k, "")) for k in ("after", "after_header", "prepared")]
     args = (result.get("invocation") or {}).get("module_args") or {}
@@ -208,7 +209,9 @@ EXPECTED = {
                "epilog"],
     "cm01": ["/etc/slurm/slurm.conf", "/etc/hosts", "/etc/dcdb/dcdbpusher.conf"],
     "esb01": ["/etc/extoll/slave.conf"],
-    "gw01": ["/etc/default/psgw-agent"],
+    "gw01": ["/etc/default/psgw-agent", "/etc/msa-gw"],
+    "ipgw01": ["/etc/dcdb/dcdbpusher.conf"],
+    "sssm01": ["/etc/systemd/system/msa-image-store.service", "/srv/msa-images/SHA256SUMS"],
 }
 
 
