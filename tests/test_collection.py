@@ -551,7 +551,9 @@ def awx_calls(tmp_path_factory):
     for name in AWX_MODULES:
         (modules / (name + ".py")).write_text(AWX_STUB % {"name": name})
     record = base / "calls.jsonl"
-    env = dict(ENV, ANSIBLE_COLLECTIONS_PATH=str(base / "collections"), MSA_AWX_RECORD=str(record),
+    # the stand-in awx.awx first; the bundle's own collection stays reachable (ansible.cfg's output plugin is in it)
+    env = dict(ENV, ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([str(base / "collections"), str(BUNDLE / "collections")]),
+               MSA_AWX_RECORD=str(record),
                ANSIBLE_PYTHON_INTERPRETER=sys.executable)
     run([BIN / "ansible-playbook", COLLECTION / "playbooks" / "awx_setup.yml", "-i", "localhost,",
          "-e", "awx_project_url=https://git.example.org/hpc/msa.git", "-e", "awx_ee_image=registry.example/msa-hpc-ee:1",

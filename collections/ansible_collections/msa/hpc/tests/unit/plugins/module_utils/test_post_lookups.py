@@ -64,11 +64,11 @@ def _squeue(*jobs):
                                    for i, n in jobs]}
 
 
-SCRIPT = "#!/bin/bash\n#SBATCH --job-name=sim\n#SBATCH --partition=cm\nsrun true\n"
+SCRIPT = "#!/bin/bash\n#SBATCH --job-name=relax\n#SBATCH --partition=cm\nsrun true\n"
 
 
 def test_a_timed_out_job_submission_that_slurm_took_is_not_submitted_again(server):
-    server.script = [("answer", 200, _squeue((5, "sim"))), "stall", ("answer", 200, _squeue((5, "sim"), (6, "sim")))]
+    server.script = [("answer", 200, _squeue((5, "relax"))), "stall", ("answer", 200, _squeue((5, "relax"), (6, "relax")))]
     transport = RestTransport(server.url, "alice", "tok", timeout=1, retries=2)
     transport.client._sleep = lambda s: None
     assert transport.submit(["sbatch", "--parsable"], SCRIPT) == 6
