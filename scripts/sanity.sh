@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ansible-test sanity and units for the collection, offline (DESIGN.md §3): ansible-test bootstraps pip in
+# ansible-test sanity and units for the collection, offline: ansible-test bootstraps pip in
 # each test venv with a cached get-pip script it would otherwise download; a stand-in that uses ensurepip
 # and the package index takes its place.
 set -euo pipefail

@@ -18,7 +18,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-step "host fixes for systemd containers (DESIGN.md §3)"
+step "host fixes for systemd containers (docs/architecture.md §2.3)"
 mkdir -p /etc/containers
 if ! grep -q 'msa.hpc' /etc/containers/containers.conf 2>/dev/null; then
   cat > /etc/containers/containers.conf <<'CONF'

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ansible-test units for the collection (tests/unit) on the bundle's venv, as a collection user would run them:
-# ansible-test puts only the collection root and ansible on PYTHONPATH (tests/unit/conftest.py adds the bundle's
-# sim/ for the tests that start a stand-in service). --requirements installs ansible-test's unit-test
-# requirements (pytest-xdist, pytest-mock, mock) into the venv when they are missing.
+# ansible-test puts only the collection root and ansible on PYTHONPATH; the collection's tests import nothing of the
+# bundle (the module tests against a stand-in service live in the bundle's tests/sim/). --requirements installs
+# ansible-test's unit-test requirements (pytest-xdist, pytest-mock, mock) into the venv when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh

@@ -31,6 +31,18 @@ def ansible_inventory(*args):
     return plain(json.loads(out))
 
 
+def render(expression, system, site="inventories/sites/example"):
+    """Evaluate a Jinja expression on localhost with the common, `system` and `site` layers (paths from the bundle)."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(BUNDLE / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    run = subprocess.run([str(BIN / "ansible"), "localhost", "-m", "ansible.builtin.debug", "-a",
+                          json.dumps({"msg": "{{ %s }}" % expression}), "-i", "common.yml",
+                          "-i", "inventories/systems/" + system, "-i", str(site)],
+                         capture_output=True, text=True, env=env, cwd=BUNDLE, check=True)
+    report = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index("{"):])[0]   # warnings may follow it
+    return report["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+
+
 SLURM_FIXTURES = BUNDLE / "collections/ansible_collections/msa/hpc/tests/unit/plugins/module_utils/fixtures/slurm"
 
 

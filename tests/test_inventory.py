@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.msa.hpc.plugins.module_utils._system import SystemError_, expand, validate_hosts
-from tests.helpers import BIN, BUNDLE, ansible_inventory
+from tests.helpers import BIN, BUNDLE, ansible_inventory, render
 
 MINI = BUNDLE / "inventories" / "systems" / "mini" / "system.msa.yml"
 ENV = dict(os.environ, ANSIBLE_CONFIG=str(BUNDLE / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
@@ -149,17 +149,6 @@ def test_broken_system_description_fails_the_inventory_parse(tmp_path):
                          capture_output=True, text=True, env=ENV, cwd=BUNDLE)
     assert run.returncode != 0
     assert "modules.cm.fabrics: unknown fabric 'omnipath'" in run.stderr
-
-
-def render(expression, system):
-    """Evaluate a Jinja expression on localhost with the common, `system` and example site layers."""
-    env = dict(ENV, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
-    run = subprocess.run([str(BIN / "ansible"), "localhost", "-m", "ansible.builtin.debug", "-a",
-                          json.dumps({"msg": "{{ %s }}" % expression}), "-i", "common.yml",
-                          "-i", "inventories/systems/" + system, "-i", "inventories/sites/example"],
-                         capture_output=True, text=True, env=env, cwd=BUNDLE, check=True)
-    report = json.JSONDecoder().raw_decode(run.stdout[run.stdout.index("{"):])[0]   # warnings may follow it
-    return report["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
 
 
 def test_deep_est_sized_system_generates_slurm_and_fabric_configuration():

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.faulty_http import FaultyServer, free_port
+
 BUNDLE = Path(__file__).resolve().parents[1]
 WRAPPER = BUNDLE / "collections/ansible_collections/msa/hpc/roles/udocker/files/msa_container.py"
 
@@ -119,6 +121,24 @@ def test_a_tarball_with_another_checksum_is_not_imported(node):
     proc = _wrapper(node, "--import", "demo:1", path, "0" * 64)
     assert proc.returncode == mc.EXIT_WRAPPER
     assert "the store lists " + "0" * 64 in proc.stderr
+    assert _calls(node) == []
+
+
+@pytest.mark.parametrize("fault", ["half", "refused"])
+def test_an_image_store_that_fails_mid_download_is_a_clean_failure(node, fault):
+    if fault == "refused":
+        url = "http://127.0.0.1:%d/demo.tar" % free_port()
+    else:
+        store = FaultyServer(script=[fault])
+        url = store.url + "/demo.tar"
+    try:
+        proc = _wrapper(node, "--import", "demo:1", url, "0" * 64)
+    finally:
+        if fault != "refused":
+            store.close()
+    assert proc.returncode == mc.EXIT_WRAPPER and "Traceback" not in proc.stderr
+    reason = "IncompleteRead" if fault == "half" else "Connection refused"
+    assert "downloading %s failed" % url in proc.stderr and reason in proc.stderr, proc.stderr
     assert _calls(node) == []
 
 

@@ -1,6 +1,4 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """BMC stand-in benchmark: Redfish GETs/s with a session token vs basic auth (with and without the credential cache).
 
 Run: ``.venv/bin/python tests/bench/bench_bmc.py [--requests 300 --bmcs 16]``. Starts N BMCs in one process on
@@ -8,6 +6,7 @@ Run: ``.venv/bin/python tests/bench/bench_bmc.py [--requests 300 --bmcs 16]``. S
 /redfish/v1/Systems/1 on one BMC over a kept-alive connection, and one power-on across all BMCs through the
 client layer (login, reset, wait, logout per BMC), printing figures and ratios measured side by side.
 """
+from __future__ import annotations
 
 import argparse
 import base64
@@ -18,8 +17,7 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.join(HERE, "..", "..", "sim"), os.path.join(HERE, "..", "..", "collections")]
+import _bench_paths  # noqa: E402,F401  (the checkout's collection and stand-ins)
 
 from msa_sim.bmc import auth, config  # noqa: E402
 from msa_sim.bmc.api import BmcService  # noqa: E402

@@ -1,6 +1,4 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """User containers (role msa.hpc.udocker) on a live simulated system: image import, container creation, and a
 containerised job step against the same step on the host, measured side by side in one run.
 
@@ -10,6 +8,7 @@ Run: ``MSA_BENCH_SYSTEM=dev .venv/bin/python tests/bench/bench_containers.py [--
 each command), so SSH costs nothing; medians are printed with the spread. It leaves nothing behind: the
 benchmark's image tag, containers and user are removed at the end.
 """
+from __future__ import annotations
 
 import argparse
 import json
@@ -19,8 +18,9 @@ import subprocess
 import sys
 import time
 
-BUNDLE = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-sys.path.insert(0, BUNDLE)
+import _bench_paths  # noqa: E402  (the checkout's collection, stand-ins and tests)
+
+BUNDLE = _bench_paths.BUNDLE
 
 from tests.helpers import ansible_inventory  # noqa: E402
 
@@ -36,9 +36,13 @@ def say(msg):
     print("[%s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
 
 
+# the system's host keys, recorded by the harness from its containers (role sim_system); set by main()
+KNOWN_HOSTS = None
+
+
 def ssh(address, script, timeout=1800):
     key = os.path.join(BUNDLE, ".cache", "ssh", "id_ed25519")
-    proc = subprocess.run(["ssh", "-i", key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+    proc = subprocess.run(["ssh", "-i", key, "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=%s" % KNOWN_HOSTS,
                            "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "root@%s" % address, "bash -s"],
                           input=TIMER + script, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
@@ -64,6 +68,7 @@ def summary(values):
 
 
 def main():
+    global KNOWN_HOSTS  # noqa: PLW0603 - one system per run, read by every ssh() call
     parser = argparse.ArgumentParser(description="udocker containers on a live simulated system: import, creation, overhead")
     parser.add_argument("--system", default=os.environ.get("MSA_BENCH_SYSTEM"))
     parser.add_argument("--repeat", type=int, default=5)
@@ -74,6 +79,7 @@ def main():
     inv = ansible_inventory("-i", "common.yml", "-i", "inventories/systems/%s" % args.system,
                             "-i", "inventories/sites/example", "--list")
     hostvars = inv["_meta"]["hostvars"]
+    KNOWN_HOSTS = os.path.join(BUNDLE, ".cache", args.system, "known_hosts")
     mgmt = hostvars[inv["slurm_controller"]["hosts"][0] if "hosts" in inv.get("slurm_controller", {})
                     else inv["msa_management"]["hosts"][0]]
     esb = inv["esb"]["hosts"][0]

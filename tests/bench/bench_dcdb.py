@@ -1,6 +1,4 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """DCDB stand-in benchmark: sustained readings/s from Pushers through mosquitto into the store, and /query latency.
 
 Run: ``.venv/bin/python tests/bench/bench_dcdb.py [--pushers 4 --sensors 250 --interval 100 --seconds 10]``.
@@ -9,6 +7,7 @@ process and N Pusher processes running the tester plugin; after the run it stops
 the agent to store everything and compares the rows in SQLite with what the Pushers produced and dropped.
 Part 2 writes one day of readings of 64 nodes straight into a store and times Grafana /query calls on it.
 """
+from __future__ import annotations
 
 import argparse
 import base64
@@ -27,8 +26,9 @@ import threading
 import time
 import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path[:0] = [os.path.join(ROOT, "sim"), os.path.join(ROOT, "collections")]
+import _bench_paths  # noqa: E402  (the checkout's collection and stand-ins)
+
+ROOT = _bench_paths.BUNDLE
 
 from msa_sim.dcdb.api import make_server  # noqa: E402
 from msa_sim.dcdb.collectagent import AgentConfig, CollectAgent  # noqa: E402

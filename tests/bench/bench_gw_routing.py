@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """Gateway routing-file benchmark: build, write and parse 1,000 × 1,000 node pairs with each strategy."""
+from __future__ import annotations
 
 import sys
 import time
 
+import _bench_paths  # noqa: F401,E402  (the checkout's collection)
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
 
 

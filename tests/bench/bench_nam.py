@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """Allocate+free latency of the NAM manager's REST API with 10,000 live allocations, against an empty manager."""
+from __future__ import annotations
 
 import argparse
 import base64
@@ -17,8 +16,9 @@ import sys
 import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "sim"), str(ROOT / "collections")]
+import _bench_paths  # noqa: E402  (the checkout's collection and stand-ins)
+
+ROOT = pathlib.Path(_bench_paths.BUNDLE)
 
 from msa_sim.nammgr.auth import hash_password  # noqa: E402
 from msa_sim.nammgr.store import Store  # noqa: E402

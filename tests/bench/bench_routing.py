@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """Routing benchmark: full tables for 3-D tori with each numpy engine vs a networkx all-pairs BFS baseline."""
+from __future__ import annotations
 
 import sys
 import time
@@ -9,6 +8,7 @@ import tracemalloc
 
 import networkx as nx
 
+import _bench_paths  # noqa: F401,E402  (the checkout's collection)
 from ansible_collections.msa.hpc.plugins.module_utils import _routing as R
 from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
 

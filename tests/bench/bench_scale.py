@@ -1,6 +1,4 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """Scale benchmark: sim_up, full site.yml deploy and no-change re-run of 16-, 32- and 64-node simulated systems.
 
 Run: ``MSA_BENCH_SCALE=1 .venv/bin/python tests/bench/bench_scale.py [--sizes 16,32,64] [--profile]``.
@@ -25,6 +23,7 @@ which depend much less on what else the machine runs, the CPU of each playbook's
 single thread), and the cores the nodes' own services use at rest (60 s with no playbook, after the re-run).
 Each playbook's output goes to a log under ``--logdir`` (default /tmp/msa-bench-scale-<time>/).
 """
+from __future__ import annotations
 
 import argparse
 import os

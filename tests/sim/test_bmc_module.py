@@ -80,7 +80,7 @@ def _closed_port():
 
 def _env(tmp):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_LOCAL_TEMP=os.path.join(tmp, "tmp"),
-               ANSIBLE_REMOTE_TEMP=os.path.join(tmp, "tmp"), ANSIBLE_NOCOLOR="1", ANSIBLE_HOST_KEY_CHECKING="0",
+               ANSIBLE_REMOTE_TEMP=os.path.join(tmp, "tmp"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_DEPRECATION_WARNINGS="0", ANSIBLE_RETRY_FILES_ENABLED="0", ANSIBLE_PIPELINING="1")
     env.pop("ANSIBLE_CONFIG", None)
     return env

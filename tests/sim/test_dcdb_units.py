@@ -551,8 +551,8 @@ def test_a_het_job_spans_every_component_from_the_job_table_and_sacct(agent, tmp
 
 def test_grafana_dashboard_variables_and_targets_resolve_through_the_api(agent):
     _feed_job(agent)
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "sim", "msa_sim", "dcdb", "grafana",
-                        "system_overview.json")
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "collections", "ansible_collections", "msa", "hpc",
+                        "roles", "dcdb_collectagent", "files", "system_overview.json")
     with open(path) as handle:
         dashboard = json.load(handle)
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}

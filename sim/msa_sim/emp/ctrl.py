@@ -7,8 +7,9 @@ import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
+
+from ansible_collections.msa.hpc.plugins.module_utils._rest import (
+    NOT_DONE, RestClient, RestError, RestTransportError, send_again)
 
 COMMANDS = {
     "emp": {"run": ("POST", "emp/run"), "status": ("GET", "emp/status"), "discover": ("POST", "emp/discover"),
@@ -27,25 +28,25 @@ class CtrlError(Exception):
     pass
 
 
-def call(endpoint, method, path, body=None, token=None, timeout=30):
-    request = urllib.request.Request(endpoint.rstrip("/") + "/" + path, method=method,
-                                     data=json.dumps(body).encode() if body is not None else None,
-                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
-    if token:
-        request.add_header("Authorization", "Bearer " + token)
+def call(endpoint, method, path, body=None, token=None, timeout=30, retries=2):
+    """One call of the EMP master's API: its JSON (or the text of a DOT graph); CtrlError with a sentence otherwise.
+
+    The master's POSTs and PUTs set a state (run, network start/stop, discover, topology load), so one whose answer
+    was lost is sent again: that cannot duplicate anything.
+    """
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as resp:
-            raw, ctype = resp.read().decode(), resp.headers.get("Content-Type", "")
-    except urllib.error.HTTPError as exc:
-        raw = exc.read().decode()
-        try:
-            message = json.loads(raw)["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            message = raw
-        raise CtrlError("%s %s: HTTP %s: %s" % (method, path, exc.code, message))
-    except (urllib.error.URLError, OSError) as exc:
-        raise CtrlError("cannot reach the EMP master at %s: %s" % (endpoint, getattr(exc, "reason", exc)))
-    return json.loads(raw) if ctype.startswith("application/json") else raw
+        client = RestClient(endpoint, token=token, timeout=timeout, retries=retries)
+        return client.request(method, path, body=body, lookup=send_again)[1]
+    except RestTransportError as exc:
+        what = "cannot reach" if exc.outcome == NOT_DONE else "lost the answer of"
+        raise CtrlError("%s the EMP master at %s: %s" % (what, endpoint, exc)) from None
+    except RestError as exc:
+        if exc.status is None:
+            raise CtrlError(str(exc)) from None
+        err = exc.body.get("error") if isinstance(exc.body, dict) else None
+        message = err.get("message") if isinstance(err, dict) else (exc.body.get("message") if isinstance(
+            exc.body, dict) else exc.body)
+        raise CtrlError("%s %s: HTTP %s: %s" % (method, path, exc.status, message)) from None
 
 
 def main(argv=None):

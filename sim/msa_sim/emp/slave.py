@@ -14,8 +14,8 @@ import socket
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
+
+from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
 
 from . import config, iproute
 
@@ -127,13 +127,12 @@ class Slave:
                 "routes_version": self.version, "network": self.network}
 
     def post(self, body):
-        request = urllib.request.Request(self.conf["master"].rstrip("/") + "/slaves/report",
-                                         data=json.dumps(body).encode(), method="POST",
-                                         headers={"Content-Type": "application/json"})
-        if self.token:
-            request.add_header("Authorization", "Bearer " + self.token)
-        with urllib.request.urlopen(request, timeout=5) as resp:
-            return json.loads(resp.read().decode())
+        """Report to the master and return its reply; the report loop itself is the retry (a report is a state)."""
+        reply = RestClient(self.conf["master"], token=self.token, timeout=5, retries=0).post("slaves/report", body)
+        if not isinstance(reply, dict):
+            raise RestError("the EMP master at %s answered a report with %r, not a JSON object"
+                            % (self.conf["master"], reply))
+        return reply
 
     def apply(self, reply):
         if reply.get("address") and reply["address"] != self.address:
@@ -156,7 +155,7 @@ class Slave:
         while True:
             try:
                 self.apply(self.post(self.report_body()))
-            except (OSError, urllib.error.URLError, ValueError, iproute.IpError) as exc:
+            except (OSError, RestError, ValueError, iproute.IpError) as exc:
                 print("emp-slave: %s" % exc, file=sys.stderr, flush=True)
             time.sleep(interval)
 

@@ -1,21 +1,19 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
+"""Client CLI of the NAM/GCE manager and the Slurm PrologSlurmctld/EpilogSlurmctld helper (stdlib only)."""
 from __future__ import annotations
 
-"""Client CLI of the NAM/GCE manager and the Slurm PrologSlurmctld/EpilogSlurmctld helper (stdlib only)."""
-
 import argparse
-import base64
 import json
 import os
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
 from ansible_collections.msa.hpc.plugins.module_utils import _nam_hooks as H
 from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, format_size, parse_size
+from ansible_collections.msa.hpc.plugins.module_utils._rest import (
+    NOT_DONE, RestClient, RestError, RestTransportError, send_again)
 
 HELP = """
     python3 -m msa_sim.nammgr.client alloc --job 42 --user alice --size 1G [--name N] [--nonvolatile]
@@ -28,8 +26,9 @@ HELP = """
     python3 -m msa_sim.nammgr.client prolog | epilog            # as PrologSlurmctld / EpilogSlurmctld
 
 The manager's URL and credentials come from the options, else NAM_MANAGER_URL / NAM_MANAGER_USER /
-NAM_MANAGER_PASSWORD / NAM_MANAGER_TOKEN, else the key=value file NAM_MANAGER_CLIENT_CONF
-(default /etc/nam-manager/client.conf: ``url=``, ``user=``, ``password=`` or ``token=``).
+NAM_MANAGER_PASSWORD / NAM_MANAGER_TOKEN / NAM_MANAGER_CA_PATH, else the key=value file NAM_MANAGER_CLIENT_CONF
+(default /etc/nam-manager/client.conf: ``url=``, ``user=``, ``password=`` or ``token=``, ``ca_path=``). An https
+manager's certificate is always verified (against ``ca_path`` when given).
 
 ``prolog`` and ``epilog`` are aliases of the collection's NAM/GCE hooks (module_utils/_nam_hooks.py, installed by
 the role msa.hpc.nam_manager as msa-nam-hook): the job's NAM size comes from its comment or its ``nam`` licences
@@ -40,53 +39,47 @@ DEFAULT_CONF = "/etc/nam-manager/client.conf"
 REQUEUE = 1
 
 
-class ClientError(Exception):
-    def __init__(self, message, status=None, code=None, details=None):
-        super().__init__(message)
-        self.status = status
+class ClientError(RestError):
+    """A failed call to the manager. ``outcome`` is None for an answer the manager gave (``status``, ``code``),
+    ``not_done`` when the request certainly did not reach it, ``unknown`` when it may have been carried out."""
+
+    def __init__(self, message, status=None, code=None, details=None, outcome=None):
+        super().__init__(message, status=status, body=details)
         self.code = code
         self.details = details or {}
+        self.outcome = outcome
 
 
 class Client:
-    """JSON over HTTP with basic auth or a bearer token; retries while the manager is unreachable."""
+    """JSON over HTTP(S) with basic auth or a bearer token: module_utils' RestClient, errors as ClientError."""
 
-    def __init__(self, url, user=None, password=None, token=None, timeout=10.0, retries=3, backoff=0.5):
+    def __init__(self, url, user=None, password=None, token=None, timeout=10.0, retries=3, backoff=0.5,
+                 validate_certs=True, ca_path=None, sleep=time.sleep):
         if not url or "://" not in url:
             raise ClientError("manager URL %r is not a URL (set --url or NAM_MANAGER_URL)" % (url,))
         self.url = url.rstrip("/")
-        self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
-        self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if token:
-            self.headers["Authorization"] = "Bearer " + token
-        elif user:
-            raw = ("%s:%s" % (user, password or "")).encode()
-            self.headers["Authorization"] = "Basic " + base64.b64encode(raw).decode()
+        try:
+            self.rest = RestClient(self.url, username=user, password=password, token=token, timeout=timeout,
+                                   retries=retries, backoff=backoff, validate_certs=validate_certs,
+                                   ca_path=ca_path, sleep=sleep)
+        except RestError as exc:
+            raise ClientError("manager URL: %s" % exc) from None
 
-    def call(self, method, path, body=None, ok=(200, 201)):
-        data = json.dumps(body).encode() if body is not None else None
-        for attempt in range(self.retries + 1):
-            req = urllib.request.Request(self.url + path, data=data, method=method, headers=self.headers)
-            try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    status, raw = resp.status, resp.read()
-            except urllib.error.HTTPError as exc:
-                status, raw = exc.code, exc.read()
-            except (urllib.error.URLError, OSError) as exc:
-                if attempt < self.retries:
-                    time.sleep(self.backoff * 2 ** attempt)
-                    continue
-                raise ClientError("cannot reach the NAM manager at %s: %s" % (self.url, getattr(exc, "reason", exc)))
-            payload = json.loads(raw) if raw.strip() else {}
-            if status in ok:
-                return status, payload
+    def call(self, method, path, body=None, ok=(200, 201), lookup=None):
+        """``(status, decoded JSON or {})``; ``lookup`` as RestClient.request's, for a POST that must not repeat."""
+        try:
+            status, payload = self.rest.request(method, path, body=body, expect=tuple(ok), lookup=lookup)[:2]
+        except RestTransportError as exc:
+            what = "cannot reach the NAM manager at %s" if exc.outcome == NOT_DONE else \
+                "lost the NAM manager at %s in the middle of a request"
+            raise ClientError("%s: %s" % (what % self.url, exc), outcome=exc.outcome) from None
+        except RestError as exc:
+            payload = exc.body
             err = payload.get("error") if isinstance(payload, dict) else None
             err = err if isinstance(err, dict) else {"message": str(payload)[:300]}
-            raise ClientError("%s %s: HTTP %d: %s" % (method, path, status, err.get("message")), status,
-                              err.get("code"), err)
-        raise AssertionError("unreachable")
+            raise ClientError("%s %s: HTTP %d: %s" % (method, path, exc.status, err.get("message")), exc.status,
+                              err.get("code"), err) from None
+        return status, payload if payload is not None else {}
 
 
 def _quote(value):
@@ -101,7 +94,8 @@ def make_client(args, env):
     pick = lambda opt, var, key: opt or env.get(var) or conf.get(key)  # noqa: E731
     return Client(pick(args.url, "NAM_MANAGER_URL", "url"), pick(args.auth_user, "NAM_MANAGER_USER", "user"),
                   pick(args.auth_password, "NAM_MANAGER_PASSWORD", "password"),
-                  pick(args.token, "NAM_MANAGER_TOKEN", "token"), timeout=args.timeout, retries=args.retries)
+                  pick(args.token, "NAM_MANAGER_TOKEN", "token"), timeout=args.timeout, retries=args.retries,
+                  ca_path=pick(args.ca_path, "NAM_MANAGER_CA_PATH", "ca_path"))
 
 
 # ------------------------------------------------------------------ operations
@@ -112,8 +106,13 @@ def alloc(client, job, user, size, name=None, volatile=True, device=None, reserv
     for key, value in (("name", name), ("device", device)):
         if value is not None:
             body[key] = value
+    def made_already():
+        """After a lost answer: the allocation of this name the first POST made, or None."""
+        found = client.call("GET", "/nam/allocations?name=%s" % _quote(name))[1].get("allocations") or []
+        return next((a for a in found if a.get("job") == str(job)), None)
+
     try:
-        return client.call("POST", "/nam/allocations", body)[1]
+        return client.call("POST", "/nam/allocations", body, lookup=made_already if name is not None else None)[1]
     except ClientError as exc:
         if exc.code != "name_taken":
             raise
@@ -126,8 +125,9 @@ def alloc(client, job, user, size, name=None, volatile=True, device=None, reserv
 
 def free_job(client, job):
     """Free all NAM allocations and release all GCE communicators of a job (nothing to do is fine)."""
-    nam = client.call("DELETE", "/nam/jobs/%s" % _quote(job))[1]
-    gce = client.call("DELETE", "/gce/jobs/%s" % _quote(job))[1]
+    # Freeing a job's resources twice frees nothing more, so a free whose answer was lost is sent again.
+    nam = client.call("DELETE", "/nam/jobs/%s" % _quote(job), lookup=send_again)[1]
+    gce = client.call("DELETE", "/gce/jobs/%s" % _quote(job), lookup=send_again)[1]
     return {"job": str(job), "freed": nam["freed"], "bytes": nam["bytes"], "released": gce["released"]}
 
 
@@ -216,7 +216,7 @@ def run(args, client, env, out, err):
             _print_allocs(allocs, out)
     elif cmd in ("attach", "detach"):
         rec = client.call("POST", "/nam/allocations/%s/%s" % (_quote(args.id), cmd),
-                          {"node": args.node, "vpid": args.vpid})[1]
+                          {"node": args.node, "vpid": args.vpid}, lookup=send_again)[1]
         print(json.dumps(rec, sort_keys=True), file=out)
     elif cmd == "orphans":
         live = args.live_jobs.split(",") if args.live_jobs is not None else None
@@ -245,6 +245,7 @@ def parser():
     ap.add_argument("--auth-password", help="its password (env NAM_MANAGER_PASSWORD)")
     ap.add_argument("--token", help="bearer token (env NAM_MANAGER_TOKEN)")
     ap.add_argument("--conf", help="client key=value file (env NAM_MANAGER_CLIENT_CONF, default %s)" % DEFAULT_CONF)
+    ap.add_argument("--ca-path", help="CA certificate(s) of an https manager (env NAM_MANAGER_CA_PATH)")
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds for one request")
     ap.add_argument("--retries", type=int, default=3, help="retries while the manager is unreachable")
     sub = ap.add_subparsers(dest="cmd", required=True)

@@ -33,7 +33,9 @@ options:
     default: true
   timeout:
     description:
-      - Seconds to wait for one HTTP request; unreachable managers are retried three times with back-off.
+      - Seconds to wait for one HTTP request. A request that did not reach the manager is retried three times with
+        back-off; an allocation or communicator whose answer was lost is looked up by its name before it is asked
+        for again, so it is never made twice.
     type: int
     default: 10
 notes:

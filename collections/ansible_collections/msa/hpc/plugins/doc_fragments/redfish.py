@@ -46,8 +46,12 @@ options:
     default: 10
   retries:
     description:
-      - Extra attempts after a connection error, a timeout or an HTTP 5xx answer, with exponential back-off
-        (0.5 s, 1 s, 2 s, ...).
+      - Extra attempts, with exponential back-off (0.5 s, 1 s, 2 s, ...), after a connection that failed before the
+        request was sent, an HTTP 502, 503 or 504 answer to a GET, or a GET whose answer was lost (a timeout, a
+        dropped connection).
+      - A reset or boot change whose answer was lost is sent again only when the system shows it did not happen
+        (PowerState for on/off, LastResetTime for restarts); when that cannot be told the task fails and says so
+        rather than restart a node twice.
     type: int
     default: 3
 """

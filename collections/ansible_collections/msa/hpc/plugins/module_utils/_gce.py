@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
+"""GCE limits of seed 004 Table 1, the checks that decide on the software fall-back, and the communicator service."""
 from __future__ import annotations
 
-"""GCE limits of seed 004 Table 1, the checks that decide on the software fall-back, and the communicator service."""
-
 from ansible_collections.msa.hpc.plugins.module_utils._nam import ManagerError, ManagerService, quote_path
+from ansible_collections.msa.hpc.plugins.module_utils._rest import send_again
 
 MIB = 1 << 20
 
@@ -116,15 +116,20 @@ class GceService(ManagerService):
 
     def create(self, members, root=None, name=None, job=None, owner=None, size=None):
         body = {"members": members, "root": root, "name": name, "job": job, "owner": owner, "size": size}
+
+        def made_already():
+            comm = self.find(name)
+            return dict(comm, limits_left=self.limits()["left"]) if comm and comm.get("job") == job else None
         return self._call("POST", "gce/communicators", {k: v for k, v in body.items() if v is not None},
-                          what="create GCE communicator %s" % (name or ""))[1]
+                          what="create GCE communicator %s" % (name or ""),
+                          lookup=made_already if name is not None else None)[1]
 
     def release(self, comm_id):
         status = self._call("DELETE", "gce/communicators/%s" % comm_id, ok=(200, 404))[0]
         return status == 200
 
     def free_job(self, job):
-        return self._call("DELETE", "gce/jobs/%s" % quote_path(job))[1]
+        return self._call("DELETE", "gce/jobs/%s" % quote_path(job), lookup=send_again)[1]
 
 
 def _same(comm, members, root):

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """NAM sizes in human units and the service layer over the NAM/GCE manager's REST API (any RestClient)."""
+from __future__ import annotations
 
 from urllib.parse import quote
 
+from ansible_collections.msa.hpc.plugins.module_utils._rest import send_again
 from ansible_collections.msa.hpc.plugins.module_utils._sizes import SizeError, format_size, parse_size  # noqa: F401
 
 # Sizes have one parser in the collection (_sizes: powers of 1024 in every spelling); re-exported here for the
@@ -34,8 +34,10 @@ class ManagerService:
     def __init__(self, client):
         self.client = client
 
-    def _call(self, method, path, body=None, ok=(200, 201), what=None):
-        status, payload = self.client.request(method, path, body=body, expect=tuple(ok) + (400, 403, 404, 409))[:2]
+    def _call(self, method, path, body=None, ok=(200, 201), what=None, lookup=None):
+        """``lookup`` finds what a POST whose answer was lost made (None: it made nothing), so it is not repeated."""
+        status, payload = self.client.request(method, path, body=body, expect=tuple(ok) + (400, 403, 404, 409),
+                                              lookup=lookup)[:2]
         if status not in ok:
             raise _error(status, payload, what or "%s %s" % (method, path))
         return status, payload
@@ -64,7 +66,16 @@ class NamService(ManagerService):
         body = {"size": size, "volatile": bool(volatile), "job": job, "owner": owner, "name": name,
                 "device": device, "reserved": bool(reserved)}
         return self._call("POST", "nam/allocations", {k: v for k, v in body.items() if v is not None},
-                          what="allocate %s of NAM memory" % format_size(size))[1]
+                          what="allocate %s of NAM memory" % format_size(size),
+                          lookup=self._made(name, job) if name is not None else None)[1]
+
+    def _made(self, name, job):
+        """The lookup of an allocation by its name (and job): the one a lost answer was about, or None."""
+        def made_already():
+            found = self._call("GET", "nam/allocations?name=%s" % quote_path(name))[1]["allocations"]
+            want = None if job is None else str(job)
+            return next((a for a in found if a.get("job") == want), None)
+        return made_already
 
     def free(self, alloc_id):
         """Free one allocation; False when it was already gone."""
@@ -72,14 +83,18 @@ class NamService(ManagerService):
         return status == 200
 
     def attach(self, alloc_id, node, vpid):
+        # The manager answers a repeated attach with the entry it has (200), so sending one again cannot duplicate.
         return self._call("POST", "nam/allocations/%s/attach" % alloc_id, {"node": node, "vpid": vpid},
-                          what="attach node %s vpid %s to allocation %s" % (node, vpid, alloc_id))[1]
+                          what="attach node %s vpid %s to allocation %s" % (node, vpid, alloc_id),
+                          lookup=send_again)[1]
 
     def detach(self, alloc_id, node, vpid):
-        return self._call("POST", "nam/allocations/%s/detach" % alloc_id, {"node": node, "vpid": vpid})[1]
+        return self._call("POST", "nam/allocations/%s/detach" % alloc_id, {"node": node, "vpid": vpid},
+                          lookup=send_again)[1]
 
     def free_job(self, job):
-        return self._call("DELETE", "nam/jobs/%s" % quote_path(job))[1]
+        # Freeing a job's allocations twice frees nothing more: a free whose answer was lost is sent again.
+        return self._call("DELETE", "nam/jobs/%s" % quote_path(job), lookup=send_again)[1]
 
     def free_orphans(self, live_jobs=None, owner=None, dry_run=False):
         body = {"dry_run": bool(dry_run)}

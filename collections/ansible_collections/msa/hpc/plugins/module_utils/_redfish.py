@@ -1,17 +1,19 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """Redfish client layer over RestClient: sessions, system discovery, power and boot plans, inventory facts."""
+from __future__ import annotations
 
 import time
 
-from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
+from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError, send_again
 
 SERVICE_ROOT = "/redfish/v1/"
 POWER_STATES = ("on", "off", "graceful_shutdown", "graceful_restart", "force_restart", "power_cycle")
 RESTARTS = ("graceful_restart", "force_restart", "power_cycle")
 BOOT_MODES = {"once": "Once", "continuous": "Continuous", "disabled": "Disabled"}
 TRANSITIONAL = ("PoweringOn", "PoweringOff")
+# What a reset leaves behind, for telling after a lost answer whether it happened (restarts: LastResetTime).
+RESETS_TO_ON = ("On", "ForceOn")
+RESETS_TO_OFF = ("ForceOff", "GracefulShutdown")
 # Reset sequences in order of preference: the first one the BMC allows is used.
 RESET_PREFERENCES = {
     "on": (("On",), ("PushPowerButton",)),
@@ -115,7 +117,10 @@ class Redfish:
             return
         try:
             credentials = {"UserName": self.username, "Password": self.password}
-            dummy, body, headers = self.rest.request("POST", sessions, body=credentials, expect=(200, 201, 204))
+            # A session whose answer was lost cannot be used (its token came only in that answer) and expires after
+            # the BMC's SessionTimeout; so one more is asked for.
+            dummy, body, headers = self.rest.request("POST", sessions, body=credentials, expect=(200, 201, 204),
+                                                     lookup=send_again)
         except RestError as exc:
             if exc.status in (404, 405, 501):
                 self.warnings.append("the BMC at %s refused to create a session (HTTP %s); used basic "
@@ -185,9 +190,28 @@ class Redfish:
                     allowed = param.get("AllowableValues")
         return allowed
 
-    def reset(self, system, reset_type):
+    def reset(self, system, reset_type, uri=None):
+        """Send one ComputerSystem.Reset; with the system's ``uri``, one whose answer was lost is not repeated
+        when the system shows it happened."""
         target = system["Actions"]["#ComputerSystem.Reset"]["target"]
-        self.rest.request("POST", target, body={"ResetType": reset_type}, expect=(200, 202, 204))
+        lookup = (lambda: self._reset_seen(uri, reset_type, system)) if uri else None
+        self.rest.request("POST", target, body={"ResetType": reset_type}, expect=(200, 202, 204), lookup=lookup)
+
+    def _reset_seen(self, uri, reset_type, before):
+        """The system if it shows ``reset_type`` happened since ``before`` was read, None if it shows it did not."""
+        now = self.get_system(uri)[1]
+        state = now.get("PowerState")
+        if reset_type in RESETS_TO_ON:
+            return now if state in ("On", "PoweringOn") else None
+        if reset_type in RESETS_TO_OFF:
+            return now if state in ("Off", "PoweringOff") else None
+        if before.get("LastResetTime") and now.get("LastResetTime"):
+            moved = now["LastResetTime"] != before["LastResetTime"] or state in TRANSITIONAL
+            return now if moved else None
+        if reset_type == "PushPowerButton":
+            return now if state != before.get("PowerState") else None
+        raise RestError("the BMC at %s shows no LastResetTime, so whether the %s reset was carried out cannot be "
+                        "told; check the node before trying again" % (self.endpoint, reset_type))
 
     def wait_power(self, uri, target, timeout, last_reset=None, poll=1.0):
         """Poll until PowerState is ``target`` (and, after a restart, LastResetTime moved on)."""
@@ -214,12 +238,19 @@ class Redfish:
     def patch_boot(self, uri, patch, etag=None):
         headers = {"If-Match": etag} if etag else None
         try:
-            self.rest.request("PATCH", uri, body={"Boot": patch}, headers=headers)
+            self.rest.request("PATCH", uri, body={"Boot": patch}, headers=headers,
+                              lookup=lambda: self._boot_seen(uri, patch))
         except RestError as exc:
             if exc.status != 412:
                 raise
             etag = self.get_system(uri)[2]
-            self.rest.request("PATCH", uri, body={"Boot": patch}, headers={"If-Match": etag} if etag else None)
+            self.rest.request("PATCH", uri, body={"Boot": patch}, headers={"If-Match": etag} if etag else None,
+                              lookup=lambda: self._boot_seen(uri, patch))
+
+    def _boot_seen(self, uri, patch):
+        """The system's Boot if it already holds ``patch`` (a PATCH whose answer was lost did happen), else None."""
+        boot = self.get_system(uri)[1].get("Boot") or {}
+        return boot if all(boot.get(key) == value for key, value in patch.items()) else None
 
     # ------------------------------------------------------------------ inventory
     def inventory(self, system):
@@ -354,7 +385,7 @@ def run(params, check_mode=False, sleep=time.sleep, clock=time.monotonic, rest=N
             if patch:
                 client.patch_boot(uri, patch, etag)
             for i, reset_type in enumerate(resets):
-                client.reset(system, reset_type)
+                client.reset(system, reset_type, uri)
                 if i + 1 < len(resets):
                     client.wait_power(uri, "Off", wait_timeout, poll=poll)
             if resets and wait:

@@ -1,21 +1,22 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """slurm_packjob's REST transport: CliTransport's five methods over slurmrestd (openapi v0.0.38, dbv0.0.38)."""
+from __future__ import annotations
 
 import re
 import shlex
 
 from ansible_collections.msa.hpc.plugins.module_utils._packjob import (
     TransportError, parse_sacct_json, parse_squeue_json)
-from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
+from ansible_collections.msa.hpc.plugins.module_utils._rest import (
+    NOT_DONE, RestClient, RestError, RestTransportError, send_again)
 
 API_VERSION = "v0.0.38"
 DB_API_VERSION = "dbv0.0.38"
 USER_HEADER = "X-SLURM-USER-NAME"
 TOKEN_HEADER = "X-SLURM-USER-TOKEN"
-# A POST that failed on the server may have submitted the job: never repeat one. Connection failures (nothing
-# reached the server) and 502-504 from a proxy in front are retried.
+# A POST that failed on the server may have submitted the job: never repeat one blindly. A submission whose answer
+# was lost (or that a proxy in front answered 502-504) is sent again only when the job queue shows no new job of
+# its name (RestTransport.submit's lookup).
 RETRY_STATUSES = (502, 503, 504)
 # The environment a job submitted over REST starts with (sbatch would hand on the caller's; slurmrestd refuses a
 # job without one). The batch script exports the job's own variables on top.
@@ -40,7 +41,8 @@ _SBATCH_LINE = re.compile(r"^#SBATCH\s+(.*)$")
 
 
 class SlurmRestError(TransportError):
-    """A slurmrestd call that failed; ``kind`` is auth, user, unreachable, refused or protocol."""
+    """A slurmrestd call that failed; ``kind`` is auth, user, unreachable (not done), unknown (the request was sent
+    and its answer lost: it may have been carried out), refused or protocol."""
 
     def __init__(self, message, kind="refused", status=None):
         super().__init__(message)
@@ -176,11 +178,11 @@ class RestTransport:
     def _scrub(self, text):
         return str(text).replace(self._token, "<token>") if self._token else str(text)
 
-    def _call(self, method, path, body=None, what=None):
+    def _call(self, method, path, body=None, what=None, lookup=None):
         what = what or "%s %s" % (method, path)
         try:
             status, payload, _headers = self.client.request(method, path, body=body, headers={USER_HEADER: self.user},
-                                                            expect=(200,))
+                                                            expect=(200,), lookup=lookup)
         except RestError as exc:
             raise self._translate(exc, what, path)
         errors = _slurm_errors(payload)
@@ -192,6 +194,10 @@ class RestTransport:
     def _translate(self, exc, what, path):
         status = exc.status
         detail = "; ".join(_slurm_errors(exc.body))
+        if isinstance(exc, RestTransportError) and exc.outcome != NOT_DONE:
+            return SlurmRestError(self._scrub("slurmrestd at %s: the %s was sent but its answer was lost, so it may "
+                                              "have been carried out (check squeue before trying again): %s"
+                                              % (self.url, what, exc)), kind="unknown")
         if status is None:
             return SlurmRestError(self._scrub("slurmrestd is unreachable at %s (rest_url): %s" % (self.url, exc)),
                                   kind="unreachable")
@@ -215,7 +221,15 @@ class RestTransport:
     def submit(self, argv, script):
         """Submit one planned sbatch (argv from plan, the script with its #SBATCH lines); return the job id."""
         body = submission(argv, script, self.environment, self.chdir)
-        payload = self._call("POST", "/slurm/%s/job/submit" % API_VERSION, body, "job submission")
+        name = (body.get("job") or (body.get("jobs") or [{}])[0]).get("name")
+        lookup = None
+        if name:
+            # The jobs of this name before the submission: one more after a lost answer is the job it made.
+            before = {r["job_id"] for r in self.jobs(self.user) if r["name"] == name}
+
+            def lookup():
+                return self._submitted(name, before)
+        payload = self._call("POST", "/slurm/%s/job/submit" % API_VERSION, body, "job submission", lookup=lookup)
         job_id = payload.get("job_id")
         if not isinstance(job_id, int) or isinstance(job_id, bool):
             raise SlurmRestError("slurmrestd at %s answered the job submission without a job id: %r"
@@ -223,10 +237,17 @@ class RestTransport:
                                  kind="protocol")
         return job_id
 
+    def _submitted(self, name, before):
+        """``{"job_id": id}`` of the job (or heterogeneous job) named ``name`` that is not in ``before``, or None."""
+        new = [r for r in self.jobs(self.user) if r["name"] == name and r["job_id"] not in before]
+        leaders = sorted(r["het_job_id"] or r["job_id"] for r in new)
+        return {"job_id": leaders[0]} if leaders else None
+
     def release(self, job_ids):
         for job_id in job_ids or []:
+            # Setting the begin time to now twice is harmless: a release whose answer was lost is sent again.
             self._call("POST", "/slurm/%s/job/%d" % (API_VERSION, int(job_id)), {"begin_time": "now"},
-                       "release of job %s" % job_id)
+                       "release of job %s" % job_id, lookup=send_again)
 
     def jobs(self, user=None):
         """Every job slurmctld still holds, as records (of ``user`` only when given)."""

@@ -45,7 +45,7 @@ options:
         10 to 3600000, default 1000), C(mqttpart) (topic level(s) such as C(/cpu)), C(sensors) (a list of
         mappings with C(name) and attributes such as C(type), C(path), C(factor), C(delta), C(mqttsuffix)),
         and any other scalar group attribute of the plugin (C(type) and C(path) of a procfs group, C(method)
-        and C(command) of a slurm group, C(endpoint), C(username), C(passwordFile), C(verifyTLS) of a redfish
+        and C(command) of a slurm group, C(endpoint), C(username), C(passwordFile), C(verifyTLS), C(caFile) of a redfish
         group, C(numSensors) of a tester group).
       - Required when O(state=present).
     type: list

@@ -188,7 +188,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
-from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
+from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError, send_again
 from ansible_collections.msa.hpc.plugins.module_utils._routing import table_changes
 
 COMPARISON_KEYS = ("missing_nodes", "missing_links", "unexpected_nodes", "unexpected_links")
@@ -217,7 +217,7 @@ def _table_lines(tables):
 def _wait_for_match(client, body, params, sleep):
     deadline = time.monotonic() + params["wait_timeout"]
     while True:
-        plan = client.post("emp/run", body)
+        plan = client.post("emp/run", body, lookup=send_again)
         comparison = plan.get("comparison") or {}
         if body["mode"] != "topology" or not (comparison.get("missing_nodes") or comparison.get("missing_links")):
             return plan
@@ -262,11 +262,13 @@ def started(client, params, check_mode, sleep=time.sleep):
         if topology_changed:
             client.request("PUT", "emp/topology", body={"td": td, "source": params.get("topology_file") or "topology"})
         if routes_changed:
+            # The EMP master's POSTs set a state (run, network start/stop, discover): sending one again whose
+            # answer was lost cannot duplicate anything.
             client.post("emp/run", {"mode": mode, "routing": params.get("routing"),
-                                    "timeout": params["wait_timeout"]})
+                                    "timeout": params["wait_timeout"]}, lookup=send_again)
             _wait_for_run(client, params, sleep)
         if start_network:
-            client.post("network/start", {})
+            client.post("network/start", {}, lookup=send_again)
     status = "up" if check_mode else (client.get("network/status") or {}).get("status")
     result = {"changed": topology_changed or routes_changed or start_network, "status": status,
               "routing": dict(plan["summary"], algorithm=plan["algorithm"]), "dot": plan["dot"],
@@ -282,14 +284,14 @@ def stopped(client, params, check_mode):
     before = (client.get("network/status") or {}).get("status")
     changed = before == "up"
     if changed and not check_mode:
-        client.post("network/stop", {})
+        client.post("network/stop", {}, lookup=send_again)
     after = "down" if changed else before
     diff = {"before": "network %s\n" % before, "after": "network %s\n" % after}
     return {"changed": changed, "status": after, "diff": diff}
 
 
 def discovered(client, params):
-    found = client.post("emp/discover", {})
+    found = client.post("emp/discover", {}, lookup=send_again)
     result = {"changed": False, "nodes": found["nodes"], "links": found["links"],
               "status": (client.get("network/status") or {}).get("status")}
     td = load_definition(params)

@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """msa-container: run a command as the calling user inside an image of the node's udocker image store."""
+from __future__ import annotations
 
 import argparse
 import fcntl
 import glob
 import hashlib
+import http.client
 import json
 import os
 import grp
@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import urllib.error
 import urllib.request
 
 CONFIG = "/etc/msa-container.json"
@@ -238,9 +239,7 @@ def import_image(conf, source, image, sha256, dry_run=False):
     with tempfile.TemporaryDirectory(dir=conf["repo_dir"]) as tmp:
         path = os.path.join(tmp, os.path.basename(source.split("?", 1)[0]) or "image.tar")
         if re.match(r"^https?://", source):
-            with urllib.request.urlopen(source, timeout=60) as answer, open(path, "wb") as out:
-                for block in iter(lambda: answer.read(1 << 20), b""):
-                    out.write(block)
+            _download(source, path)
         else:
             os.link(source, path) if os.stat(source).st_dev == os.stat(tmp).st_dev else _copy(source, path)
         got = sha256_of(path)
@@ -253,6 +252,22 @@ def import_image(conf, source, image, sha256, dry_run=False):
         handle.write(sha256 + "\n")
     os.chmod(marker_path(conf, repo, tag), 0o644)
     return "imported"
+
+
+def _download(source, path):
+    """Fetch an http(s) URL of the site's image store to ``path``; every failure of the transfer is a WrapperError."""
+    try:
+        with urllib.request.urlopen(source, timeout=60) as answer, open(path, "wb") as out:
+            for block in iter(lambda: answer.read(1 << 20), b""):
+                out.write(block)
+            if getattr(answer, "length", None):   # read(amt) ends quietly where a connection closed early
+                raise http.client.IncompleteRead(b"", answer.length)
+    except urllib.error.HTTPError as exc:
+        raise WrapperError("%s: the image store answered HTTP %s %s" % (source, exc.code, exc.reason)) from None
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        # refused, timed out, reset, cut short (IncompleteRead), not a URL: nothing was imported
+        raise WrapperError("downloading %s failed (%s: %s); nothing was imported, try again"
+                           % (source, type(exc).__name__, exc)) from None
 
 
 def _copy(source, path):

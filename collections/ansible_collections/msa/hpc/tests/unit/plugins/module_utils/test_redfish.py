@@ -43,7 +43,7 @@ class FakeRest:
             self.root["Links"] = {"Sessions": {"@odata.id": "/redfish/v1/SessionService/Sessions"}}
         self.open_sessions = set()
 
-    def request(self, method, path, body=None, headers=None, expect=None):
+    def request(self, method, path, body=None, headers=None, expect=None, lookup=None):
         self.calls.append((method, path, copy.deepcopy(body), self.token, self.username))
         if (method, path) in self.fail:
             raise self.fail[(method, path)]

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
-"""NAM/GCE service layer and the nam_segment / gce_comm modules against a manager on 127.0.0.1."""
+"""NAM/GCE service layer and the nam_segment / gce_comm modules against the stand-in manager on 127.0.0.1 (not
+among the collection's unit tests, which must not import the simulation)."""
 
 import json
 import threading

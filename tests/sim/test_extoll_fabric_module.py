@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
-"""Tests of the extoll_fabric module against a stand-in EMP master (file discovery) on 127.0.0.1."""
+"""The extoll_fabric module against the stand-in EMP master (file discovery) on 127.0.0.1 (moved out of the
+collection's unit tests, which must not import the simulation)."""
 
 import json
 import threading

@@ -1,0 +1,237 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The collection stands alone: built, installed from its tarball into an empty path and run with no bundle in
+sight, site.yml's roles render a vendor system's (deep_est's) configuration with no trace of the simulation."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+BUNDLE = Path(__file__).resolve().parents[1]
+COLLECTION = BUNDLE / "collections" / "ansible_collections" / "msa" / "hpc"
+BIN = Path(sys.executable).parent
+# The ansible package's own collections (community.general, ansible.posix, ...): the only other content in use.
+SITE_COLLECTIONS = next(Path(p) for p in sys.path if (Path(p) / "ansible_collections" / "ansible" / "posix").is_dir())
+# A few hosts of every kind: the management host (Slurm controller and accounting, EMP master, NAM/GCE manager,
+# MQTT broker, Collect Agent), a CM and an ESB node, an MPI and an IP gateway, a storage node (the image store).
+HOSTS = ["localhost", "mgmt01", "cm01", "esb01", "gw01", "ipgw01", "sssm01"]
+# What no rendered file, unit or command of a vendor system may mention: the simulation's package and install
+# directory, and the bundle (its checkout, wherever it is).
+FORBIDDEN = [re.compile(p) for p in (r"msa_sim", r"msa-sim", r"\bsim/msa", re.escape(str(BUNDLE)),
+                                     re.escape(str(BUNDLE.resolve())), r"msa_bundle_dir")]
+
+
+def run(args, env, cwd, check=True):
+    proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env, cwd=cwd)
+    if check and proc.returncode != 0:
+        raise AssertionError("%s exited %d\n--- stdout\n%s\n--- stderr\n%s"
+                             % (" ".join(str(a) for a in args), proc.returncode, proc.stdout[-20000:], proc.stderr))
+    return proc
+
+
+def standalone_env(base):
+    """No ANSIBLE_* setting of the caller, no ansible.cfg of the bundle, only the installed collection."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "MSA_")) and k != "PYTHONPATH"}
+    cfg = base / "ansible.cfg"
+    cfg.write_text("[defaults]\nretry_files_enabled = False\n")
+    env.update(ANSIBLE_CONFIG=str(cfg), ANSIBLE_HOME=str(base / "ansible-home"), ANSIBLE_LOCAL_TEMP=str(base / "tmp"),
+               ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([str(base / "collections"), str(SITE_COLLECTIONS)]),
+               ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="False", ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_INVENTORY_ENABLED="msa.hpc.system,ansible.builtin.yaml,ansible.builtin.host_list",
+               ANSIBLE_DEPRECATION_WARNINGS="False", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    return env
+
+
+def vendor_layer():
+    """The implementation variables deep_est's layer must set, from every role's defaults."""
+    names = set()
+    for defaults in COLLECTION.glob("roles/*/defaults/main.yml"):
+        text = defaults.read_text()
+        names |= set(re.findall(r"\b([a-z]+_implementation)\b", text))
+    return sorted(names)
+
+
+# The nodes' init system: this machine may run no systemd, so the play's systemctl answers as a fresh node's would
+# (every unit known, stopped and disabled; the systemd modules only read state in check mode).
+SYSTEMCTL = """#!/bin/sh
+# stand-in systemctl of a fresh node, for a check-mode run (test_standalone.py)
+for arg in "$@"; do case "$arg" in -*) ;; *) verb=${verb:-$arg} ;; esac; done
+unit=$(for arg in "$@"; do case "$arg" in -*) ;; *) echo "$arg" ;; esac; done | tail -n 1)
+case "$verb" in
+  show) printf 'Id=%s\\nNames=%s\\nLoadState=loaded\\nActiveState=inactive\\nSubState=dead\\nUnitFileState=disabled\\n' "$unit" "$unit" ;;
+  is-enabled) echo disabled; exit 1 ;;
+  is-active) echo inactive; exit 3 ;;
+  list-unit-files|list-units) ;;
+  *) echo "systemctl stand-in: $* not expected in check mode" >&2; exit 1 ;;
+esac
+"""
+
+
+def stand_in_wheel(files, version):
+    """A stand-in udocker wheel for the play's files/ (check mode copies nothing) and its sha256."""
+    wheel = files / ("udocker-%s-py2.py3-none-any.whl" % version)
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("udocker/__init__.py", "")
+    return hashlib.sha256(wheel.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    """Build and install the collection alone, copy deep_est and site.yml, run site.yml in check mode with
+    --diff on a few deep_est hosts, connection local; yield the run's JSON and the work directory."""
+    base = tmp_path_factory.mktemp("standalone")
+    dist, play = base / "dist", base / "play"
+    for d in (dist, play, base / "tmp", base / "collections"):
+        d.mkdir()
+    env = standalone_env(base)
+    tools = base / "bin"
+    tools.mkdir()
+    (tools / "systemctl").write_text(SYSTEMCTL)
+    (tools / "systemctl").chmod(0o755)
+    env["PATH"] = os.pathsep.join([str(tools), env.get("PATH", "")])
+    version = yaml.safe_load((COLLECTION / "galaxy.yml").read_text())["version"]
+    run([BIN / "ansible-galaxy", "collection", "build", COLLECTION, "--output-path", dist], env, base)
+    run([BIN / "ansible-galaxy", "collection", "install", "--offline", "--no-deps",
+         dist / ("msa-hpc-%s.tar.gz" % version), "-p", base / "collections"], env, base)
+    # The site's inventory: its group layout (the bundle's common.yml, which holds no variables), the system
+    # layer of deep_est, and a layer that runs every host's tasks here, in check mode.
+    shutil.copy(BUNDLE / "common.yml", play / "groups.yml")
+    shutil.copytree(BUNDLE / "inventories" / "systems" / "deep_est", play / "deep_est")
+    (play / "files").mkdir()     # the collection's default udocker_artifacts_dir: the playbook's files/
+    udocker = yaml.safe_load((COLLECTION / "roles" / "udocker" / "defaults" / "main.yml").read_text())
+    checksum = stand_in_wheel(play / "files", udocker["udocker_version"])
+    local = play / "local" / "group_vars"
+    local.mkdir(parents=True)
+    (play / "local" / "hosts.yml").write_text("all: {}\n")
+    (local / "all.yml").write_text(yaml.safe_dump({
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "udocker_wheel_sha256": checksum}))
+    # site.yml and the validation it imports: plays of the collection's roles only.
+    for name in ("site.yml", "validate.yml"):
+        shutil.copy(BUNDLE / "playbooks" / name, play / name)
+    proc = run([BIN / "ansible-playbook", "-i", "groups.yml", "-i", "deep_est", "-i", "local",
+                "--check", "--diff", "--limit", ",".join(HOSTS), "site.yml"], env, play, check=False)
+    (play / "report.json").write_text(proc.stdout)     # kept for a failure's post-mortem
+    try:
+        report = json.loads(proc.stdout[proc.stdout.index("{"):])
+    except ValueError:
+        raise AssertionError("ansible-playbook wrote no JSON report (exit %d)\n%s\n%s"
+                             % (proc.returncode, proc.stdout[-5000:], proc.stderr[-5000:]))
+    yield report, proc, play
+
+
+def results(report):
+    """(play, task, host, result) of every task result, loop items flattened."""
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            for host, result in task["hosts"].items():
+                items = result.get("results") if isinstance(result.get("results"), list) else None
+                for one in items or [result]:
+                    yield play["play"]["name"], task["task"]["name"], host, one
+
+
+def rendered(result):
+    """What a task put (or would put) on a node: diff text, file contents and sources, commands."""
+    texts = []
+    diffs = result.get("diff") or []
+    for diff in [diffs] if isinstance(diffs, dict) else diffs:     # a module's one diff, or an action's list
+        if isinstance(diff, dict):
+            texts += [str(diff.get(k, "")) for k in ("after", "after_header", "prepared")]
+    args = (result.get("invocation") or {}).get("module_args") or {}
+    for key in ("src", "dest", "content", "cmd", "argv", "_raw_params", "path", "name", "validate"):
+        if args.get(key) is not None:
+            texts.append(json.dumps(args[key]))
+    for key in ("cmd", "dest", "src", "path"):
+        if result.get(key) is not None:
+            texts.append(json.dumps(result[key]))
+    return "\n".join(texts)
+
+
+def test_deep_est_layer_chooses_the_vendor_implementation_of_every_role():
+    layer = yaml.safe_load((BUNDLE / "inventories" / "systems" / "deep_est" / "group_vars" / "all.yml").read_text())
+    names = vendor_layer()
+    assert names, "no *_implementation variable in the roles' defaults"
+    families = {n for n in names if not any(n.startswith(role + "_") for role in
+                                            [p.name for p in (COLLECTION / "roles").iterdir()])}
+    missing = sorted(n for n in families if layer.get(n) != "vendor")
+    assert not missing, "deep_est's layer does not set vendor for %s (layer: %s)" % (missing, layer)
+
+
+def test_roles_default_to_the_vendor_implementation():
+    for defaults in sorted(COLLECTION.glob("roles/*/defaults/main.yml")):
+        for name, value in (yaml.safe_load(defaults.read_text()) or {}).items():
+            if name.endswith("_implementation"):
+                assert "default('vendor')" in str(value) or value == "vendor", (
+                    "%s: %s defaults to %r, not vendor" % (defaults.relative_to(COLLECTION), name, value))
+
+
+def test_site_yml_runs_in_check_mode_from_the_installed_collection_alone(standalone):
+    report, proc, _ = standalone
+    stats = report["stats"]
+    assert set(HOSTS) <= set(stats), sorted(stats)
+    failures = ["%s | %s | %s: %s" % (play, task, host, result.get("msg") or result.get("stderr") or result)
+                for play, task, host, result in results(report) if result.get("failed")
+                and not result.get("ignore_errors")]
+    assert not failures, "\n".join(failures)
+    bad = {h: s for h, s in stats.items() if s.get("failures") or s.get("unreachable")}
+    assert not bad, bad
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_no_rendered_file_unit_or_command_mentions_the_simulation_or_the_bundle(standalone):
+    report, _, _ = standalone
+    found = []
+    for play, task, host, result in results(report):
+        if result.get("skipped"):
+            continue
+        text = rendered(result)
+        for pattern in FORBIDDEN:
+            for match in pattern.finditer(text):
+                line = text[text.rfind("\n", 0, match.start()) + 1:text.find("\n", match.end())]
+                found.append("%s | %s | %s: %s" % (play, task, host, line.strip()[:200]))
+    assert not found, "\n".join(sorted(set(found)))
+
+
+# Files each kind of host gets: so a run that rendered nothing cannot pass the test above.
+EXPECTED = {
+    "mgmt01": ["/etc/slurm/slurm.conf", "/etc/extoll/master.conf", "/etc/extoll/topology.td", "manager.conf",
+               "collectagent.conf", "system_overview.json", "/etc/mosquitto/conf.d/msa-dcdb.conf", "prolog",
+               "epilog"],
+    "cm01": ["/etc/slurm/slurm.conf", "/etc/hosts", "/etc/dcdb/dcdbpusher.conf"],
+    "esb01": ["/etc/extoll/slave.conf"],
+    "gw01": ["/etc/default/psgw-agent", "/etc/msa-gw"],
+    "ipgw01": ["/etc/dcdb/dcdbpusher.conf"],
+    "sssm01": ["/etc/systemd/system/msa-image-store.service", "/srv/msa-images/SHA256SUMS"],
+}
+
+
+def test_every_kind_of_host_had_its_configuration_rendered(standalone):
+    report, _, _ = standalone
+    destinations = {}
+    for _, _, host, result in results(report):
+        if result.get("skipped"):
+            continue
+        args = (result.get("invocation") or {}).get("module_args") or {}
+        for value in [result.get("dest"), args.get("dest"), args.get("path")] + (result.get("files_changed") or []):
+            if value:
+                destinations.setdefault(host, set()).add(str(value))
+    for host, wanted in EXPECTED.items():
+        missing = [w for w in wanted if not any(w in d for d in destinations.get(host, ()))]
+        assert not missing, "%s: nothing rendered for %s (rendered: %s)" % (
+            host, missing, sorted(destinations.get(host, ())))
+
+
+def test_collection_tests_do_not_import_the_simulation():
+    offenders = [str(p.relative_to(COLLECTION)) for p in (COLLECTION / "tests").rglob("*.py")
+                 if re.search(r"^\s*(from|import)\s+msa_sim\b|\bsim/msa_sim|[\"']sim[\"']", p.read_text(), re.M)]
+    assert not offenders, offenders
