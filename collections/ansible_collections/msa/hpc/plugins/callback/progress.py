@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ansible's default output, with waits a person can read: one progress line per wait instead of FAILED - RETRYING."""
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ description:
     O(progress_interval) seconds after, naming the host, the task (which says what is awaited), the attempt and how
     long it has waited so far. The task's own result, or its C(fail_msg), says what was seen when a wait gives up.
 version_added: 0.2.0
-author: msa.hpc developers
+author:
+  - msa.hpc maintainers (@msa-hpc)
 extends_documentation_fragment:
   - ansible.builtin.default_callback
   - ansible.builtin.result_format_callback

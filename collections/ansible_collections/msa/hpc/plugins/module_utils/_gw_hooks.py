@@ -243,7 +243,7 @@ def prolog(env, opts, out=sys.stdout):
             info = {"routing_file": job.routing_file, "cleanup": job.cleanup, "user": job.user, "uid": job.uid,
                     "gid": job.gid, "strategy": job.strategy_name, "workdir": job.workdir, "home": job.home}
             try:
-                alloc, _ = pool.allocate(job.job_id, job.count, settings["selection"], info=info)
+                alloc = pool.allocate(job.job_id, job.count, settings["selection"], info=info)[0]
             except P.PoolError as exc:
                 why = "%s (%s)" % (exc, exc.code)
                 if exc.code == "busy" and health_state["unavailable"]:

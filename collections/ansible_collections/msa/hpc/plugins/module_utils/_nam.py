@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from ansible_collections.msa.hpc.plugins.module_utils._rest import send_again
-from ansible_collections.msa.hpc.plugins.module_utils._sizes import SizeError, format_size, parse_size  # noqa: F401
+from ansible_collections.msa.hpc.plugins.module_utils._sizes import SizeError, format_size, parse_size  # noqa: F401 pylint: disable=unused-import
 
 # Sizes have one parser in the collection (_sizes: powers of 1024 in every spelling); re-exported here for the
 # callers that know them as NAM sizes.

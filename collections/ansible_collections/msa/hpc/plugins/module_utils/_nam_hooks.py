@@ -93,7 +93,7 @@ def read_conf(path):
             for line in fh:
                 line = line.strip()
                 if line and not line.startswith("#") and "=" in line:
-                    key, _, value = line.partition("=")
+                    key, value = line.split("=", 1)
                     conf[key.strip()] = value.strip()
     except FileNotFoundError:
         pass

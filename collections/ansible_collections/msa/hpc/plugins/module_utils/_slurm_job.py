@@ -121,8 +121,8 @@ def read_job(job_id, squeue="squeue", run=subprocess.run):
     except (OSError, subprocess.SubprocessError) as exc:
         raise JobRecordError("cannot read job %s with %s: %s" % (job_id, squeue, exc)) from None
     if proc.returncode != 0:
-        raise JobRecordError("cannot read job %s with %s: %s" % (job_id, squeue,
-                                                                  (proc.stderr or proc.stdout).strip()[:300]))
+        why = (proc.stderr or proc.stdout).strip()[:300]
+        raise JobRecordError("cannot read job %s with %s: %s" % (job_id, squeue, why))
     return parse_jobs(proc.stdout, job_id)
 
 

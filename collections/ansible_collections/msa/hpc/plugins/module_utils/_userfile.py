@@ -145,7 +145,7 @@ def as_user(job, func):
     os.close(wfd)
     with os.fdopen(rfd, "rb") as fh:
         why = fh.read().decode("utf-8", "replace")
-    _, status = os.waitpid(pid, 0)
+    status = os.waitpid(pid, 0)[1]
     if os.waitstatus_to_exitcode(status) != 0:
         raise UserFileError(why or "writing as uid %d failed" % job["uid"])
 

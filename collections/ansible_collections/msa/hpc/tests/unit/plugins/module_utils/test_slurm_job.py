@@ -76,7 +76,9 @@ def test_read_job_asks_squeue_for_json_and_reports_its_failure():
         return subprocess.CompletedProcess(argv, 0, TEXT, "")
     assert [r["job_id"] for r in S.read_job("4", "/usr/bin/squeue", run=run)] == ["4", "5"]
     assert seen == [["/usr/bin/squeue", "--json", "--states=all", "--jobs=4"]]
-    failed = lambda argv, **kw: subprocess.CompletedProcess(argv, 1, "", "slurm_load_jobs error: timeout")  # noqa: E731
+
+    def failed(argv, **_kw):
+        return subprocess.CompletedProcess(argv, 1, "", "slurm_load_jobs error: timeout")
     with pytest.raises(S.JobRecordError, match="cannot read job 4 with squeue: slurm_load_jobs error: timeout"):
         S.read_job("4", run=failed)
 
