@@ -12,7 +12,8 @@ ifneq ($(STRATEGY),)
 export ANSIBLE_STRATEGY := $(STRATEGY)
 export ANSIBLE_STRATEGY_PLUGINS := $(CURDIR)/playbooks/strategy_plugins
 endif
-STEP = @printf '[%s] == %s\n' "$$(date +%H:%M:%S)" 
+STAMP = printf '[%s] == %s\n' "$$(date +%H:%M:%S)"
+STEP = @$(STAMP)
 
 .PHONY: setup demo sim-up sim-down site test unit lint molecule verify bench clean
 
@@ -58,7 +59,7 @@ verify:           ## run one of molecule's checks against a running system: make
 test: unit lint molecule ## the README's second command (and what .ci/run calls)
 
 bench: setup      ## benchmarks: print figures and ratios measured in one run (bench_containers needs a running system, MSA_BENCH_SYSTEM=<name>; bench_scale runs only with MSA_BENCH_SCALE=1: each says so and skips by name)
-	for b in tests/bench/bench_*.py; do $(STEP) "$$b"; $(BIN)/python $$b || exit 1; done
+	for b in tests/bench/bench_*.py; do $(STAMP) "$$b"; $(BIN)/python $$b || exit 1; done
 
 clean: sim-down
 	rm -rf .cache
