@@ -27,6 +27,7 @@ from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
 from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
 from ansible_collections.msa.hpc.plugins.module_utils import _userfile as U
+from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
 
 REQUEUE = 1  # exit status that makes slurmctld requeue (batch) or cancel (interactive) the job
 RESERVATION = "msa_gw_down"  # license-only reservation holding the licences of gateways no job may be given
@@ -43,16 +44,11 @@ class PrologError(Exception):
 class Job:
     """What the prolog needs to know about a (heterogeneous) job, every value checked."""
 
-    def __init__(self, records, settings):
-        leader = records[0]
-        self.job_id, self.user, self.uid, self.gid = leader["job_id"], leader["user"], leader["uid"], leader["gid"]
-        self.workdir = leader["workdir"]
-        try:
-            self.home = U.home_of(self.uid, self.user)
-        except U.UserFileError:
-            self.home = None  # the helper, which reads the job again, refuses then
-        self.error_file = os.path.join(self.workdir, "JOB-%s-psgw.err" % self.job_id)
-        self.options = J.decode(leader["comment"], J.GATEWAY_KEYS)
+    def __init__(self, record, records, settings):
+        self.record = record  # the leader, with the user's home (U.job_record)
+        self.job_id, self.user, self.uid, self.gid = record["job_id"], record["user"], record["uid"], record["gid"]
+        self.workdir, self.home = record["workdir"], record["home"]
+        self.options = J.decode(record["comment"], J.GATEWAY_KEYS)
         granted = S.granted(records, settings["license"])
         asked = self.options.get("gw_num")
         if asked is not None and asked > granted:
@@ -78,10 +74,6 @@ class Job:
     def roots(self):
         return [self.home, self.workdir]
 
-    def as_record(self):
-        return {"job_id": self.job_id, "user": self.user, "uid": self.uid, "gid": self.gid, "workdir": self.workdir,
-                "home": self.home}
-
 
 def leader_records(job_id, squeue):
     """Records of all components when ``job_id`` leads (or is) the job; None for a later component."""
@@ -94,7 +86,6 @@ def leader_records(job_id, squeue):
 # --------------------------------------------------------------------------- agents (through the shared RestClient)
 
 def agent_call(base_url, method, path, token, body=None, timeout=15.0):
-    from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
     try:
         client = RestClient(base_url, token=token, token_header="Authorization", timeout=timeout, retries=0)
         return client.request(method, path, body=body, expect=(200, 201, 202, 204))[1]
@@ -200,16 +191,6 @@ def health(env, opts, out=sys.stdout):
 
 # --------------------------------------------------------------------------- prolog / epilog
 
-def write_error_file(job, message, helper):
-    """One line in the job's error file, as the job's user; a failure here is only logged by the caller."""
-    try:
-        U.user_file(job.as_record(), "append", job.error_file, ("psgw: %s\n" % message).encode("utf-8"), helper,
-                    key="error_file")
-    except (OSError, U.UserFileError) as exc:
-        return str(exc)
-    return None
-
-
 def prolog(env, opts, out=sys.stdout):
     job_id = env.get("SLURM_JOB_ID")
     if not job_id:
@@ -219,18 +200,17 @@ def prolog(env, opts, out=sys.stdout):
     if records is None:
         out.write("psgw: job %s is a later component of a heterogeneous job; its leader sets up gateways\n" % job_id)
         return 0
-    job = None
+    record = U.job_record(records[0])
     try:
         try:
-            job = Job(records, settings)
+            job = Job(record, records, settings)
         except J.JobOptionError as exc:
-            job = _ErrorOnly(records[0])
             raise PrologError("job %s refused: %s" % (job_id, exc)) from None
         if job.count <= 0:
             return 0
         try:  # refuse a strategy or a routing file before any gateway is taken
             strategy = R.resolve_strategy(job.strategy_name, settings["plugin_dirs"])
-            U.user_file(job.as_record(), "check", job.routing_file, b"", opts.user_helper)
+            U.user_file(record, "check", job.routing_file, b"", opts.user_helper)
         except (R.RoutingError, U.UserFileError) as exc:
             raise PrologError("job %s refused: %s" % (job_id, exc)) from None
         if not job.cluster or not job.booster:
@@ -257,27 +237,11 @@ def prolog(env, opts, out=sys.stdout):
                 teardown(job.job_id, pool, opts, out, quiet=True)
                 raise
     except PrologError as exc:
-        if job is not None:
-            failed = write_error_file(job, str(exc), opts.user_helper)
-            if failed:
-                out.write("psgw: job %s: cannot write %s: %s\n" % (job_id, job.error_file, failed))
+        failed = U.append_error(record, "psgw", str(exc), opts.user_helper)
+        if failed:
+            out.write("psgw: job %s: %s\n" % (job_id, failed))
         raise
     return 0
-
-
-class _ErrorOnly:
-    """Where the refusal of a job whose options are bad is written: its working directory, as its user."""
-
-    def __init__(self, leader):
-        self.job_id, self.user, self.uid, self.gid = leader["job_id"], leader["user"], leader["uid"], leader["gid"]
-        self.workdir = leader["workdir"]
-        try:
-            self.home = U.home_of(self.uid, self.user)
-        except U.UserFileError:
-            self.home = None
-        self.error_file = os.path.join(self.workdir, "JOB-%s-psgw.err" % self.job_id)
-
-    as_record = Job.as_record
 
 
 def setup(job, strategy, pool, alloc, settings, opts, out):
@@ -296,7 +260,7 @@ def setup(job, strategy, pool, alloc, settings, opts, out):
     except R.RoutingError as exc:
         raise PrologError("job %s: %s" % (job.job_id, exc)) from None
     try:
-        U.user_file(job.as_record(), "write", job.routing_file, R.format_routing(table), opts.user_helper)
+        U.user_file(job.record, "write", job.routing_file, R.format_routing(table), opts.user_helper)
     except (OSError, U.UserFileError) as exc:
         raise PrologError("job %s: cannot write routing file %s: %s" % (job.job_id, job.routing_file, exc)) from None
     out.write("psgw: job %s: %d gateways %s, %d routes (%s) in %s\n" % (

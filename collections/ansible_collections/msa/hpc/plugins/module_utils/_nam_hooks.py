@@ -18,10 +18,15 @@ import sys
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
 from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
 from ansible_collections.msa.hpc.plugins.module_utils import _userfile as U
+from ansible_collections.msa.hpc.plugins.module_utils._gce import GceService
+from ansible_collections.msa.hpc.plugins.module_utils._nam import ManagerError, NamService
+from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
 from ansible_collections.msa.hpc.plugins.module_utils._sizes import format_size
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import LICENSE_GCE, LICENSE_NAM, NAM_LICENSE_UNIT
 
 REQUEUE = 1
+# What talking to the manager can fail with (a refusal of the manager, or the connection).
+SERVICE_ERRORS = (ManagerError, RestError)
 DEFAULT_CONF = "/etc/nam-manager/client.conf"
 
 
@@ -67,24 +72,6 @@ def leader_value(leader, key):
         return ""
 
 
-def _error_record(leader):
-    try:
-        home = U.home_of(leader["uid"], leader["user"])
-    except U.UserFileError:
-        home = None
-    return dict(leader, home=home)
-
-
-def write_error_file(leader, message, helper):
-    path = os.path.join(leader["workdir"], "JOB-%s-nam.err" % leader["job_id"])
-    try:
-        U.user_file(_error_record(leader), "append", path, ("nam: %s\n" % message).encode("utf-8"), helper,
-                    key="error_file")
-    except (OSError, U.UserFileError) as exc:
-        return "cannot write %s: %s" % (path, exc)
-    return None
-
-
 def read_conf(path):
     """The client's ``key=value`` file (url, user, password or token); missing file: nothing."""
     conf = {}
@@ -101,29 +88,19 @@ def read_conf(path):
 
 
 def make_client(conf_path, timeout=10.0, retries=3):
-    """The shared RestClient with the hook's credentials (imported here: only the hooks that talk need it)."""
-    from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient
+    """The shared RestClient with the hook's credentials."""
     conf = read_conf(conf_path)
     return RestClient(conf.get("url"), username=conf.get("user"), password=conf.get("password"),
                       token=conf.get("token"), timeout=timeout, retries=retries)
 
 
 def services(client):
-    from ansible_collections.msa.hpc.plugins.module_utils._gce import GceService
-    from ansible_collections.msa.hpc.plugins.module_utils._nam import NamService
     return NamService(client), GceService(client)
-
-
-def _service_errors():
-    from ansible_collections.msa.hpc.plugins.module_utils._nam import ManagerError
-    from ansible_collections.msa.hpc.plugins.module_utils._rest import RestError
-    return (ManagerError, RestError)
 
 
 def allocate(service, job_id, user, request):
     """Allocate the job's NAM; a prolog run again (a requeued job) finds its allocation of the same name and keeps
     it. The POST comes first, so a lost answer is looked up by the service as for any allocation."""
-    from ansible_collections.msa.hpc.plugins.module_utils._nam import ManagerError
     try:
         return service.allocate(request["size"], request["volatile"], str(job_id), user, request["name"],
                                 request["device"])
@@ -152,10 +129,10 @@ def prolog(env, opts, out, client_factory=make_client):
             return 0
         try:
             rec = allocate(services(client_factory(opts.conf))[0], job_id, leader["user"], request)
-        except _service_errors() as exc:
+        except SERVICE_ERRORS as exc:
             raise HookError("job %s: %s" % (job_id, exc)) from None
     except HookError as exc:
-        failed = write_error_file(leader, str(exc), opts.user_helper)
+        failed = U.append_error(U.job_record(leader), "nam", str(exc), opts.user_helper)
         if failed:
             out.write("nam prolog: job %s: %s\n" % (job_id, failed))
         raise
@@ -171,7 +148,7 @@ def epilog(env, opts, out, client_factory=make_client):
         nam_service, gce_service = services(client_factory(opts.conf))
         nam = nam_service.free_job(job_id)
         gce = gce_service.free_job(job_id)
-    except _service_errors() as exc:
+    except SERVICE_ERRORS as exc:
         # The job is over whatever happens here; the allocation stays until an orphan sweep frees it.
         out.write("nam epilog: job %s: %s (an orphan sweep frees it later)\n" % (job_id, exc))
         return 0

@@ -150,6 +150,28 @@ def as_user(job, func):
         raise UserFileError(why or "writing as uid %d failed" % job["uid"])
 
 
+def job_record(leader):
+    """A checked job record as ``user_file`` takes it: with the user's home (None when the account does not match,
+    so that only the working directory is allowed and the helper, reading the job again, refuses the rest)."""
+    try:
+        home = home_of(leader["uid"], leader["user"])
+    except UserFileError:
+        home = None
+    return dict(leader, home=home)
+
+
+def append_error(job, tag, message, helper=USER_FILE_HELPER):
+    """One line ``<tag>: <message>`` in ``JOB-<id>-<tag>.err`` in the job's working directory, as the job's user.
+
+    Returns why the line could not be written (for the hook's own log), or None."""
+    path = os.path.join(job["workdir"], "JOB-%s-%s.err" % (job["job_id"], tag))
+    try:
+        user_file(job, "append", path, ("%s: %s\n" % (tag, message)).encode("utf-8"), helper, key="error_file")
+    except (OSError, UserFileError) as exc:
+        return "cannot write %s: %s" % (path, exc)
+    return None
+
+
 def roots_of(job):
     return [home_of(job["uid"], job["user"]), job["workdir"]]
 
