@@ -56,16 +56,13 @@ class CallbackModule(DefaultCallback):
         res = getattr(result, "result", None)
         if res is None:  # ansible-core before 2.19 names it _result
             res = result._result
-        key = (self.host_label(result), getattr(result, "task_name", None) or str(result._task))
+        key = self._wait_key(result)
         now = time.monotonic()
         started, last = self._waits.get(key, (now, None))
-        interval = self.get_option("progress_interval")
-        if last is None or now - last >= interval:
+        if last is None or now - last >= self.get_option("progress_interval"):
             self._waits[key] = (started, now)
             self._display.display(wait_line(key[0], key[1], int(res.get("attempts", 0)), int(res.get("retries", 0)),
                                             now - started), color=C.COLOR_VERBOSE)
-        else:
-            self._waits[key] = (started, last)
         if self._run_is_verbose(result, verbosity=2):
             self._display.display("Result was: %s" % self._dump_results(res), color=C.COLOR_DEBUG)
 
@@ -77,8 +74,11 @@ class CallbackModule(DefaultCallback):
         self._end_wait(result)
         super().v2_runner_on_failed(result, *args, **kwargs)
 
+    def _wait_key(self, result):
+        return self.host_label(result), getattr(result, "task_name", None) or str(result._task)
+
     def _end_wait(self, result):
-        key = (self.host_label(result), getattr(result, "task_name", None) or str(result._task))
+        key = self._wait_key(result)
         started = self._waits.pop(key, (None,))[0]
         if started is not None:
             self._display.display("waited [%s]: %s (%ds)" % (key[0], key[1], int(time.monotonic() - started)),
