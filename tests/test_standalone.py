@@ -30,6 +30,11 @@ FORBIDDEN = [re.compile(p) for p in (r"msa_sim", r"msa-sim", r"\bsim/msa", re.es
                                      re.escape(str(BUNDLE.resolve())), r"msa_bundle_dir")]
 
 
+# A site-wide default in the site layer's group_vars/all.yml: the system's per-module hardware must still win
+# (docs/inventories.md "Precedence", issue 24), and validate.yml must name the file and the variable.
+SITE_WIDE_HARDWARE = {"sockets": 7, "cores_per_socket": 97, "threads_per_core": 1, "memory_mb": 1234}
+
+
 def run(args, env, cwd, check=True):
     proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env, cwd=cwd)
     if check and proc.returncode != 0:
@@ -47,6 +52,8 @@ def standalone_env(base):
                ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([str(base / "collections"), str(SITE_COLLECTIONS)]),
                ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="False", ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_INVENTORY_ENABLED="msa.hpc.system,ansible.builtin.yaml,ansible.builtin.host_list",
+               # the collection's docs/inventories.md: its vars plugin ranks the description like group_vars files
+               ANSIBLE_VARS_ENABLED="msa.hpc.system,host_group_vars",
                ANSIBLE_DEPRECATION_WARNINGS="False", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     return env
@@ -115,7 +122,7 @@ def standalone(tmp_path_factory):
     (play / "local" / "hosts.yml").write_text("all: {}\n")
     (local / "all.yml").write_text(yaml.safe_dump({
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-        "udocker_wheel_sha256": checksum}))
+        "udocker_wheel_sha256": checksum, "msa_hardware": SITE_WIDE_HARDWARE}))
     # site.yml and the validation it imports: plays of the collection's roles only.
     for name in ("site.yml", "validate.yml"):
         shutil.copy(BUNDLE / "playbooks" / name, play / name)
@@ -229,6 +236,27 @@ def test_every_kind_of_host_had_its_configuration_rendered(standalone):
         missing = [w for w in wanted if not any(w in d for d in destinations.get(host, ()))]
         assert not missing, "%s: nothing rendered for %s (rendered: %s)" % (
             host, missing, sorted(destinations.get(host, ())))
+
+
+def test_site_wide_default_hardware_leaves_each_module_its_own_in_slurm_conf(standalone):
+    report, _, play = standalone
+    texts = [rendered(result) for _, task, host, result in results(report)
+             if host == "mgmt01" and "slurm.conf" in rendered(result) and "NodeName=" in rendered(result)]
+    assert texts, "no slurm.conf with node lines rendered for mgmt01"
+    conf = texts[0]
+    description = yaml.safe_load((play / "deep_est" / "system.msa.yml").read_text())
+    for name, module in description["modules"].items():
+        if module.get("role", "compute") != "compute":
+            continue
+        hw = module["hardware"]
+        line = next((line for line in conf.splitlines() if line.startswith("NodeName=%s" % name)), None)
+        assert line, "slurm.conf has no node line of module %s" % name
+        for key, value in (("Sockets", hw["sockets"]), ("CoresPerSocket", hw["cores_per_socket"]),
+                           ("ThreadsPerCore", hw["threads_per_core"]), ("RealMemory", hw["memory_mb"])):
+            assert " %s=%s " % (key, value) in line + " ", "%s: %s=%s expected: %s" % (name, key, value, line)
+    assert "CoresPerSocket=%d" % SITE_WIDE_HARDWARE["cores_per_socket"] not in conf
+    warnings = [str(result.get("msg")) for _, task, _, result in results(report) if task.startswith("Warn about")]
+    assert any("local/group_vars/all.yml: msa_hardware set for all has no effect" in w for w in warnings), warnings
 
 
 def test_collection_tests_do_not_import_the_simulation():
