@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters over the expanded system description and its layers (validation for the validate play)."""
+"""Filters over the expanded system description (validation for the validate play)."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -59,7 +59,6 @@ _value:
   elements: str
 """
 
-from ansible_collections.msa.hpc.plugins.module_utils._layers import layer_warnings
 from ansible_collections.msa.hpc.plugins.module_utils._system import validate_hosts
 
 
@@ -74,4 +73,4 @@ def system_problems(hosts, hostvars, fabrics, modules, management_fabric="mgmt",
 
 class FilterModule:
     def filters(self):
-        return {"system_problems": system_problems, "layer_warnings": layer_warnings}
+        return {"system_problems": system_problems}
