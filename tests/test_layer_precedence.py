@@ -157,7 +157,7 @@ def test_validate_names_the_file_and_variable_of_each_misplaced_site_value(tmp_p
     (tmp_path / "site" / "group_vars" / (MODULE + ".yml")).write_text("msa_hardware: {sockets: 4}\n")
     (tmp_path / "site" / "group_vars" / "msa_compute.yml").write_text("msa_features: [fast]\n")
     modules = {name: {} for name in yaml.safe_load((MINI / "system.msa.yml").read_text())["modules"]}
-    warnings = layer_warnings([str(s) for s in sources], modules)
+    warnings = layer_warnings([str(s) for s in sources], modules, yaml.safe_load)
     site_all = str(tmp_path / "site" / "group_vars" / "all.yml")
     assert "%s: msa_hardware set for all has no effect" % site_all in "\n".join(warnings)
     assert "%s: msa_modules set for all replaces what the system description says" % site_all in "\n".join(warnings)

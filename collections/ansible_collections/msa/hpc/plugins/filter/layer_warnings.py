@@ -43,7 +43,13 @@ _value:
   type: list
   elements: string"""
 
-from ansible_collections.msa.hpc.plugins.module_utils._layers import layer_warnings
+import yaml
+
+from ansible_collections.msa.hpc.plugins.module_utils._layers import layer_warnings as _layer_warnings
+
+
+def layer_warnings(sources, modules):
+    return _layer_warnings(sources, modules, yaml.safe_load)
 
 
 class FilterModule:

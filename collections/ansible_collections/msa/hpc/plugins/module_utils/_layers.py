@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 
-import yaml
-
 from ansible_collections.msa.hpc.plugins.module_utils._system import MODULE_VARS, NODE_VARS, SYSTEM_VARS
 
 OWNED = {"node": NODE_VARS, "module": MODULE_VARS, "system": SYSTEM_VARS}
@@ -62,21 +60,27 @@ def _var_files(directory, name):
     return found
 
 
-def _keys(path):
-    with open(path, encoding="utf-8") as handle:
-        text = handle.read()
+def _stem(filename):
+    """Group or host name of a vars file or directory (host names may hold dots: cm01.example.org.yml)."""
+    stem, ext = os.path.splitext(filename)
+    return stem if ext in VAR_EXTENSIONS[1:] else filename
+
+
+def file_keys(text, parse):
+    """Top-level variable names of a vars file's ``text``, parsed with ``parse`` (a YAML loader)."""
     if text.startswith("$ANSIBLE_VAULT"):
         return []       # a vaulted file: only vault_* references belong there (docs/inventories.md)
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return []       # Ansible itself reports a broken file
+        data = parse(text)
+    except Exception:   # pylint: disable=broad-except  # Ansible itself reports a broken file
+        return []
     return list(data) if isinstance(data, dict) else []
 
 
-def layer_warnings(sources, modules):
+def layer_warnings(sources, modules, parse):
     """One sentence per owned variable set in a group_vars or host_vars file of a layer other than the system's,
-    where it would not win or would win where it should not. ``sources`` are the inventory sources in order."""
+    where it would not win or would win where it should not. ``sources`` are the inventory sources in order,
+    ``parse`` turns a file's text into data (a YAML loader)."""
     dirs = [s if os.path.isdir(s) else os.path.dirname(s) for s in sources if s and os.path.exists(s)]
     system_at = next((i for i, d in enumerate(dirs)
                       if any(f.endswith((".msa.yml", ".msa.yaml")) for f in os.listdir(d))), None)
@@ -89,11 +93,13 @@ def layer_warnings(sources, modules):
         after = index > system_at
         for sub, is_host in (("group_vars", False), ("host_vars", True)):
             base = os.path.join(directory, sub)
-            names = sorted({n.split(".")[0] for n in os.listdir(base)}) if os.path.isdir(base) else []
+            names = sorted({_stem(n) for n in os.listdir(base)}) if os.path.isdir(base) else []
             for name in names:
                 level = "host" if is_host else level_of(name, modules)
                 for path in _var_files(base, name):
-                    for key in _keys(path):
+                    with open(path, encoding="utf-8") as handle:
+                        keys = file_keys(handle.read(), parse)
+                    for key in keys:
                         if key in CLASS_OF:
                             message = _judge(CLASS_OF[key], level, after, key, name)
                             if message:

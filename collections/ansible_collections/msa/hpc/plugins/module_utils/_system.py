@@ -146,6 +146,7 @@ def expand(description):
         raise SystemError_(host_problems)
     return result
 
+
 # Directory of each description the inventory plugin loaded in this process → its group variables, for the
 # msa.hpc.system vars plugin, which hands them to Ansible at the rank of that directory's group_vars files.
 LOADED_GROUP_VARS = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from ansible_collections.msa.hpc.plugins.module_utils._layers import layer_warnings, level_of, winner
 
@@ -44,7 +45,7 @@ def test_warnings_name_file_and_variable_and_spare_the_intended_places(tmp_path)
     write(site / "group_vars" / "esb.yml", "msa_hardware: {sockets: 4}\n")
     write(site / "group_vars" / "fabric_ib.yml", "msa_addresses: {ib: 10.0.0.1}\n")
     write(site / "host_vars" / "cm01.yml", "msa_addresses: {ib: 10.0.0.2}\nmsa_modules: {}\n")
-    warnings = layer_warnings([str(system), str(site)], MODULES)
+    warnings = layer_warnings([str(system), str(site)], MODULES, yaml.safe_load)
     assert warnings == [
         "%s: msa_hardware set for all has no effect: the system description's module value wins over it; set it "
         "in group_vars/<module>.yml or host_vars/<node>.yml" % (site / "group_vars" / "all" / "main.yml"),
@@ -57,4 +58,4 @@ def test_warnings_name_file_and_variable_and_spare_the_intended_places(tmp_path)
 
 def test_no_system_layer_means_nothing_to_judge(tmp_path):
     write(tmp_path / "group_vars" / "all.yml", "msa_hardware: {}\n")
-    assert layer_warnings([str(tmp_path)], MODULES) == []
+    assert layer_warnings([str(tmp_path)], MODULES, yaml.safe_load) == []
