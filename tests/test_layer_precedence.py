@@ -32,6 +32,10 @@ LEVELS = [
     ("site", "group_vars", "slurm_compute", "group"),
     ("site", "group_vars", MODULE, "module"),
     ("site", "host_vars", NODE, "host"),
+    ("bundle", "inline", "all", "inline-all"),
+    ("site", "inline", "all", "inline-all"),
+    ("site", "inline", MODULE, "inline-group"),
+    ("site", "inline", NODE, "inline-host"),
     ("extra", None, None, "extra"),
 ]
 KIND_LABEL = {"node": "per-node", "module": "per-module", "system": "system-wide"}
@@ -50,9 +54,21 @@ def build_layers(base, layer, subdir, name):
     shutil.copy(BUNDLE / "common.yml", dirs["bundle"] / "common.yml")
     shutil.copy(MINI / "system.msa.yml", dirs["system"] / "system.msa.yml")
     (dirs["site"] / "hosts.yml").write_text("all: {}\n")
-    if layer in dirs:
+    values = {var: probe(layer, subdir, name) for var in CLASS_OF}
+    if layer in dirs and subdir == "inline":
+        # written into the layer's own inventory file, as vars of `all` or a group, or as a host's vars
+        inventory = dirs[layer] / ("common.yml" if layer == "bundle" else "hosts.yml")
+        data = yaml.safe_load(inventory.read_text()) or {}
+        top = data["all"] = data.get("all") or {}
+        if name == "all":
+            top["vars"] = values
+        elif name == NODE:
+            top["hosts"] = {NODE: values}
+        else:
+            top.setdefault("children", {})[name] = {"vars": values}
+        inventory.write_text(yaml.safe_dump(data))
+    elif layer in dirs:
         (dirs[layer] / subdir).mkdir()
-        values = {var: probe(layer, subdir, name) for var in CLASS_OF}
         (dirs[layer] / subdir / (name + ".yml")).write_text(yaml.safe_dump(values))
     return [dirs["bundle"] / "common.yml", dirs["system"], dirs["site"]]
 
@@ -74,8 +90,12 @@ def measure(base, layer, subdir, name):
 def row_label(layer, subdir, name, level):
     if layer == "extra":
         return "extra vars (`-e`)", "any"
-    return {"bundle": "bundle (`common.yml`)", "system": "system", "site": "site"}[layer], \
-        "`%s/%s.yml` (%s)" % (subdir, name, level if level != "group" else "service group")
+    label = {"bundle": "bundle (`common.yml`)", "system": "system", "site": "site"}[layer]
+    if subdir == "inline":
+        where = {"inline-all": "`vars:` of `all`", "inline-group": "`vars:` of group `%s`" % name,
+                 "inline-host": "host `%s`'s vars" % name}[level]
+        return label, "inline in `%s`: %s" % ("common.yml" if layer == "bundle" else "hosts.yml", where)
+    return label, "`%s/%s.yml` (%s)" % (subdir, name, level if level != "group" else "service group")
 
 
 def expected(layer, level, kind):

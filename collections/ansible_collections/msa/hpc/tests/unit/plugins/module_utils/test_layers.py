@@ -59,3 +59,17 @@ def test_warnings_name_file_and_variable_and_spare_the_intended_places(tmp_path)
 def test_no_system_layer_means_nothing_to_judge(tmp_path):
     write(tmp_path / "group_vars" / "all.yml", "msa_hardware: {}\n")
     assert layer_warnings([str(tmp_path)], MODULES, yaml.safe_load) == []
+
+
+def test_inline_vars_of_a_layers_inventory_file_are_judged_too(tmp_path):
+    write(tmp_path / "system" / "system.msa.yml", "plugin: msa.hpc.system\n")
+    hosts = tmp_path / "site" / "hosts.yml"
+    write(hosts, "all:\n  vars: {msa_partition: big}\n  hosts:\n    cm01: {msa_hardware: {sockets: 2}}\n"
+                 "  children:\n    esb:\n      vars: {msa_features: [x]}\n")
+    warnings = layer_warnings([str(tmp_path / "system"), str(tmp_path / "site")], MODULES, yaml.safe_load)
+    assert warnings == [
+        "%s: msa_partition set for all has no effect: the system description's module value wins over it; set it "
+        "in group_vars/<module>.yml or host_vars/<node>.yml" % hosts,
+        "%s: msa_features set for esb has no effect: the system description's module value wins over it; set it "
+        "in group_vars/<module>.yml or host_vars/<node>.yml" % hosts,
+    ]    # cm01's inline msa_hardware is a node's correction, where it belongs
