@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.msa.hpc.plugins.module_utils._hostlist import expand as hostlist_expand
+
 BUNDLE = Path(__file__).resolve().parents[1]
 COLLECTION = BUNDLE / "collections" / "ansible_collections" / "msa" / "hpc"
 BIN = Path(sys.executable).parent
@@ -239,22 +241,30 @@ def test_every_kind_of_host_had_its_configuration_rendered(standalone):
 
 
 def test_site_wide_default_hardware_leaves_each_module_its_own_in_slurm_conf(standalone):
+    """slurm.conf's node lines (its Include nodes.conf) carry each compute module's hardware from system.msa.yml,
+    not the site-wide msa_hardware of the site layer's all.yml; validate.yml names that file and variable."""
     report, _, play = standalone
     texts = [rendered(result) for _, task, host, result in results(report)
-             if host == "mgmt01" and "slurm.conf" in rendered(result) and "NodeName=" in rendered(result)]
-    assert texts, "no slurm.conf with node lines rendered for mgmt01"
-    conf = texts[0]
+             if host == "mgmt01" and "nodes.conf" in rendered(result) and "NodeName=" in rendered(result)]
+    assert texts, "no nodes.conf (slurm.conf's node lines) rendered for mgmt01"
+    hardware = {}
+    for line in texts[0].splitlines():
+        if line.startswith("NodeName="):
+            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            for node in hostlist_expand(fields["NodeName"]):
+                hardware[node] = tuple(int(fields[k]) for k in ("Sockets", "CoresPerSocket", "ThreadsPerCore",
+                                                                "RealMemory"))
     description = yaml.safe_load((play / "deep_est" / "system.msa.yml").read_text())
-    for name, module in description["modules"].items():
-        if module.get("role", "compute") != "compute":
-            continue
+    compute = {name: m for name, m in description["modules"].items() if m.get("role", "compute") == "compute"}
+    assert compute
+    for name, module in compute.items():
         hw = module["hardware"]
-        line = next((line for line in conf.splitlines() if line.startswith("NodeName=%s" % name)), None)
-        assert line, "slurm.conf has no node line of module %s" % name
-        for key, value in (("Sockets", hw["sockets"]), ("CoresPerSocket", hw["cores_per_socket"]),
-                           ("ThreadsPerCore", hw["threads_per_core"]), ("RealMemory", hw["memory_mb"])):
-            assert " %s=%s " % (key, value) in line + " ", "%s: %s=%s expected: %s" % (name, key, value, line)
-    assert "CoresPerSocket=%d" % SITE_WIDE_HARDWARE["cores_per_socket"] not in conf
+        first = module.get("names", ["%s%0*d" % (module.get("prefix", name), module.get("digits", 2), 1)])[0]
+        assert hardware.get(first) == (hw["sockets"], hw["cores_per_socket"], hw["threads_per_core"],
+                                       hw["memory_mb"]), "%s (module %s): %s" % (first, name, hardware.get(first))
+    site_wide = tuple(SITE_WIDE_HARDWARE[k] for k in ("sockets", "cores_per_socket", "threads_per_core",
+                                                      "memory_mb"))
+    assert site_wide not in hardware.values()
     warnings = [str(result.get("msg")) for _, task, _, result in results(report) if task.startswith("Warn about")]
     assert any("local/group_vars/all.yml: msa_hardware set for all has no effect" in w for w in warnings), warnings
 
