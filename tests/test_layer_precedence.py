@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ansible_collections.msa.hpc.plugins.module_utils._layers import CLASS_OF, OWNED, _judge, layer_warnings, winner
-from tests.helpers import BUNDLE, ansible_inventory
+from tests.helpers import BUNDLE, ansible_inventory, render
 
 DOC = BUNDLE / "collections/ansible_collections/msa/hpc/docs/inventories.md"
 MINI = BUNDLE / "inventories/systems/mini"
@@ -184,6 +184,26 @@ def test_validate_names_the_file_and_variable_of_each_misplaced_site_value(tmp_p
     assert any(w.startswith(str(tmp_path / "site/group_vars/msa_compute.yml") + ": msa_features set for msa_compute "
                             "replaces") for w in warnings), warnings
     assert not any("group_vars/%s.yml" % MODULE in w for w in warnings), warnings   # the intended place
+
+
+def test_slurm_node_lines_keep_each_modules_hardware_under_a_site_wide_default(tmp_path):
+    """The filters that render slurm.conf's node lines (role msa.hpc.slurm), with a site-wide msa_hardware in the
+    site's all.yml: every compute module keeps what system.msa.yml says (tests/test_standalone.py runs the whole
+    check-mode site.yml with such a default)."""
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "hosts.yml").write_text("all: {}\n")
+    (tmp_path / "group_vars" / "all.yml").write_text(
+        "msa_hardware: {sockets: 7, cores_per_socket: 97, threads_per_core: 1, memory_mb: 1234}\n")
+    conf = render("{'nodes': groups['slurm_compute'] | msa.hpc.slurm_node_records(hostvars, msa_modules, "
+                  "msa_management_fabric), 'partitions': {'cm': {'module': 'cm'}, 'esb': {'module': 'esb'}, "
+                  "'dam': {'module': 'dam'}}} | msa.hpc.slurm_nodes_conf", "mini", tmp_path)
+    lines = "\n".join(conf["node_lines"])
+    modules = yaml.safe_load((MINI / "system.msa.yml").read_text())["modules"]
+    for name in ("cm", "esb", "dam"):
+        hw = modules[name]["hardware"]
+        assert ("Sockets=%(sockets)d CoresPerSocket=%(cores_per_socket)d ThreadsPerCore=%(threads_per_core)d "
+                "RealMemory=%(memory_mb)d" % hw) in lines, (name, lines)
+    assert "CoresPerSocket=97" not in lines
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
