@@ -645,7 +645,8 @@ def test_docs_script_writes_a_page_per_module_plugin_and_role(tmp_path):
     pages = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.md")}
     expected = {"module/%s.md" % m for m in module_files()}
     expected |= {"role/%s.md" % p.name for p in role_dirs() if p.parent == COLLECTION / "roles"}
-    expected |= {"inventory/system.md", "filter/system_problems.md", "README.md"}
+    expected |= {"inventory/system.md", "vars/system.md", "filter/system_problems.md", "filter/layer_warnings.md",
+                 "README.md"}
     assert expected <= pages, sorted(expected - pages)
     extoll = (tmp_path / "module" / "extoll_fabric.md").read_text()
     assert "## Examples" in extoll and "| `routing` | str |" in extoll and "C(" not in extoll

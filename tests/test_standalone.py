@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.msa.hpc.plugins.module_utils._hostlist import expand as hostlist_expand
+
 BUNDLE = Path(__file__).resolve().parents[1]
 COLLECTION = BUNDLE / "collections" / "ansible_collections" / "msa" / "hpc"
 BIN = Path(sys.executable).parent
@@ -28,6 +30,11 @@ HOSTS = ["localhost", "mgmt01", "cm01", "esb01", "gw01", "ipgw01", "sssm01"]
 # directory, and the bundle (its checkout, wherever it is).
 FORBIDDEN = [re.compile(p) for p in (r"msa_sim", r"msa-sim", r"\bsim/msa", re.escape(str(BUNDLE)),
                                      re.escape(str(BUNDLE.resolve())), r"msa_bundle_dir")]
+
+
+# A site-wide default in the site layer's group_vars/all.yml: the system's per-module hardware must still win
+# (docs/inventories.md "Precedence", issue 24), and validate.yml must name the file and the variable.
+SITE_WIDE_HARDWARE = {"sockets": 7, "cores_per_socket": 97, "threads_per_core": 1, "memory_mb": 1234}
 
 
 def run(args, env, cwd, check=True):
@@ -47,6 +54,8 @@ def standalone_env(base):
                ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([str(base / "collections"), str(SITE_COLLECTIONS)]),
                ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="False", ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_INVENTORY_ENABLED="msa.hpc.system,ansible.builtin.yaml,ansible.builtin.host_list",
+               # the collection's docs/inventories.md: its vars plugin ranks the description like group_vars files
+               ANSIBLE_VARS_ENABLED="msa.hpc.system,host_group_vars",
                ANSIBLE_DEPRECATION_WARNINGS="False", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     return env
@@ -115,7 +124,7 @@ def standalone(tmp_path_factory):
     (play / "local" / "hosts.yml").write_text("all: {}\n")
     (local / "all.yml").write_text(yaml.safe_dump({
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-        "udocker_wheel_sha256": checksum}))
+        "udocker_wheel_sha256": checksum, "msa_hardware": SITE_WIDE_HARDWARE}))
     # site.yml and the validation it imports: plays of the collection's roles only.
     for name in ("site.yml", "validate.yml"):
         shutil.copy(BUNDLE / "playbooks" / name, play / name)
@@ -229,6 +238,35 @@ def test_every_kind_of_host_had_its_configuration_rendered(standalone):
         missing = [w for w in wanted if not any(w in d for d in destinations.get(host, ()))]
         assert not missing, "%s: nothing rendered for %s (rendered: %s)" % (
             host, missing, sorted(destinations.get(host, ())))
+
+
+def test_site_wide_default_hardware_leaves_each_module_its_own_in_slurm_conf(standalone):
+    """slurm.conf's node lines (its Include nodes.conf) carry each compute module's hardware from system.msa.yml,
+    not the site-wide msa_hardware of the site layer's all.yml; validate.yml names that file and variable."""
+    report, _, play = standalone
+    texts = [rendered(result) for _, task, host, result in results(report)
+             if host == "mgmt01" and "nodes.conf" in rendered(result) and "NodeName=" in rendered(result)]
+    assert texts, "no nodes.conf (slurm.conf's node lines) rendered for mgmt01"
+    hardware = {}
+    for line in texts[0].splitlines():
+        if line.startswith("NodeName="):
+            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            for node in hostlist_expand(fields["NodeName"]):
+                hardware[node] = tuple(int(fields[k]) for k in ("Sockets", "CoresPerSocket", "ThreadsPerCore",
+                                                                "RealMemory"))
+    description = yaml.safe_load((play / "deep_est" / "system.msa.yml").read_text())
+    compute = {name: m for name, m in description["modules"].items() if m.get("role", "compute") == "compute"}
+    assert compute
+    for name, module in compute.items():
+        hw = module["hardware"]
+        first = module.get("names", ["%s%0*d" % (module.get("prefix", name), module.get("digits", 2), 1)])[0]
+        assert hardware.get(first) == (hw["sockets"], hw["cores_per_socket"], hw["threads_per_core"],
+                                       hw["memory_mb"]), "%s (module %s): %s" % (first, name, hardware.get(first))
+    site_wide = tuple(SITE_WIDE_HARDWARE[k] for k in ("sockets", "cores_per_socket", "threads_per_core",
+                                                      "memory_mb"))
+    assert site_wide not in hardware.values()
+    warnings = [str(result.get("msg")) for _, task, _, result in results(report) if task.startswith("Warn about")]
+    assert any("local/group_vars/all.yml: msa_hardware set for all has no effect" in w for w in warnings), warnings
 
 
 def test_collection_tests_do_not_import_the_simulation():

@@ -18,7 +18,12 @@ description:
   - Groups made are one per module (for example C(cm), C(esb)), one per role (C(msa_compute), C(msa_mpi_gateway), ...)
     and one per fabric (C(fabric_ib), ...). The group C(all) gets C(msa_system), C(msa_fabrics),
     C(msa_management_fabric) and C(msa_modules).
+  - Module groups get C(msa_hardware), C(msa_features) and C(msa_partition).
   - Every problem in the description fails the parse, naming the field and the value.
+  - Enable the C(msa.hpc.system) vars plugin as well (C(vars_plugins_enabled = msa.hpc.system, host_group_vars));
+    it gives the values of the module groups and of C(all) the rank of the system layer's own C(group_vars) files.
+    Without it they rank below every C(group_vars/all) file, so a site-wide default in C(group_vars/all.yml)
+    would replace every module's hardware.
 options:
   plugin:
     description: Marks this file as an msa.hpc.system description.
@@ -71,7 +76,9 @@ modules:
 from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin
 
-from ansible_collections.msa.hpc.plugins.module_utils._system import SystemError_, expand
+import os
+
+from ansible_collections.msa.hpc.plugins.module_utils._system import LOADED_GROUP_VARS, SystemError_, expand, group_vars
 
 
 class InventoryModule(BaseInventoryPlugin):
@@ -96,11 +103,10 @@ class InventoryModule(BaseInventoryPlugin):
         for host, hostvars in model["hosts"].items():
             for key, value in hostvars.items():
                 self.inventory.set_variable(host, key, value)
-        for module in model["modules"].values():
-            self.inventory.set_variable(module["name"], "msa_hardware", module["hardware"])
-            self.inventory.set_variable(module["name"], "msa_features", module["features"])
-            self.inventory.set_variable(module["name"], "msa_partition", module["partition"])
-        self.inventory.set_variable("all", "msa_system", model["system"])
-        self.inventory.set_variable("all", "msa_fabrics", model["fabrics"])
-        self.inventory.set_variable("all", "msa_management_fabric", model["management_fabric"])
-        self.inventory.set_variable("all", "msa_modules", model["modules"])
+        # Set here they rank lowest (inventory group vars); the msa.hpc.system vars plugin raises them to the
+        # rank of this directory's group_vars files (docs/inventories.md "Precedence").
+        by_group = group_vars(model)
+        for group, values in by_group.items():
+            for key, value in values.items():
+                self.inventory.set_variable(group, key, value)
+        LOADED_GROUP_VARS.setdefault(os.path.realpath(os.path.dirname(path)), {}).update(by_group)

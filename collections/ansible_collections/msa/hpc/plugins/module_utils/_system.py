@@ -13,6 +13,10 @@ GATEWAY_FABRICS = {"mpi_gateway": ("infiniband", "extoll"), "ip_gateway": ("infi
 GUID_TYPE = {"nam": 0xF, "gce": 0xE}
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 HARDWARE_KEYS = {"sockets": 1, "cores_per_socket": 1, "threads_per_core": 1, "memory_mb": 1, "gpus": 0}
+# What the description sets, by the level it is owned at (docs/inventories.md "Precedence").
+NODE_VARS = ("msa_module", "msa_module_role", "msa_index", "msa_addresses", "ansible_host", "msa_extoll_guid")
+MODULE_VARS = ("msa_hardware", "msa_features", "msa_partition")
+SYSTEM_VARS = ("msa_system", "msa_fabrics", "msa_management_fabric", "msa_modules")
 
 
 class SystemError_(ValueError):
@@ -141,6 +145,22 @@ def expand(description):
     if host_problems:
         raise SystemError_(host_problems)
     return result
+
+
+# Directory of each description the inventory plugin loaded in this process → its group variables, for the
+# msa.hpc.system vars plugin, which hands them to Ansible at the rank of that directory's group_vars files.
+LOADED_GROUP_VARS = {}
+
+
+def group_vars(model):
+    """Group name → the variables the description sets on it: the module groups (MODULE_VARS) and `all`
+    (SYSTEM_VARS). Role and fabric groups get none. Per-node values are in ``model["hosts"]``."""
+    groups = {module["name"]: {"msa_hardware": module["hardware"], "msa_features": module["features"],
+                               "msa_partition": module["partition"]}
+              for module in model["modules"].values()}
+    groups["all"] = {"msa_system": model["system"], "msa_fabrics": model["fabrics"],
+                     "msa_management_fabric": model["management_fabric"], "msa_modules": model["modules"]}
+    return groups
 
 
 def validate_hosts(hosts, fabrics, modules=None, management_fabric="mgmt", module_groups=None):
