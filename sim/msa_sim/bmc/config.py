@@ -59,6 +59,11 @@ BMC_DEFAULTS = {
     "max_sessions": 16,
     "session_service": True,     # false: no SessionService, basic auth only (like sushy-tools)
     "faults": None,              # {"status": 503, "count": 2} answers the first requests with that status
+    "ca_bundle": None,           # CA file for HTTPS firmware downloads and event listeners (None: system CAs)
+    "update_seconds": 2.0,       # how long applying a SimpleUpdate image takes
+    "event_poll_seconds": 1.0,   # how often a BMC with subscribers looks for power changes made outside it
+    # event listeners must resolve into these networks (a BMC must not be a relay to anywhere)
+    "event_networks": ["127.0.0.0/8", "::1/128"],
 }
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
@@ -260,6 +265,21 @@ def validate_bmc(data, where):
     bmc["max_sessions"] = _int(bmc["max_sessions"], where + ".max_sessions", 1, 1024)
     if bmc["faults"] is not None:
         bmc["faults"] = validate_fault(bmc["faults"], where + ".faults")
+    if bmc["ca_bundle"] is not None and not isinstance(bmc["ca_bundle"], str):
+        raise ConfigError("%s.ca_bundle: %r is not a file path" % (where, bmc["ca_bundle"]))
+    for key in ("update_seconds", "event_poll_seconds"):
+        bmc[key] = _number(bmc[key], "%s.%s" % (where, key))
+    if bmc["event_poll_seconds"] < 0.1:
+        raise ConfigError("%s.event_poll_seconds: %r is below 0.1" % (where, bmc["event_poll_seconds"]))
+    networks = bmc["event_networks"]
+    if not isinstance(networks, list):
+        raise ConfigError("%s.event_networks: %r is not a list of networks" % (where, networks))
+    for network in networks:
+        try:
+            ipaddress.ip_network(str(network), strict=False)
+        except ValueError:
+            raise ConfigError("%s.event_networks: %r is not a network (CIDR)" % (where, network)) from None
+    bmc["event_networks"] = [str(ipaddress.ip_network(str(n), strict=False)) for n in networks]
     return bmc
 
 
