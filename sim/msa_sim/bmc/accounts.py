@@ -279,7 +279,7 @@ class AccountsMixin:
         if account is None:
             raise self._unauthorized("The user name or password is not correct.")
         self._expire()
-        token = secrets.token_urlsafe(32)
+        token = secrets.token_hex(32)
         now = self.clock()
         session = {"id": secrets.token_hex(8), "token_sha256": hashlib.sha256(token.encode()).hexdigest(),
                    "username": username, "role": account["role"], "created": now, "last_used": now}

@@ -188,10 +188,18 @@ class ChassisMixin:
                 "InterfaceEnabled": True, "LinkStatus": "LinkUp", "HostName": "%s-bmc" % self.conf["hostname"],
                 "MACAddress": "02:BC:" + ":".join("%02X" % b for b in self.conf["uuid"].encode()[:4]),
                 "Status": {"State": "Enabled", "Health": "OK"}}
-        if ipaddress.ip_address(address).version == 4:
-            body["IPv4Addresses"] = [{"Address": address, "AddressOrigin": "Static", "SubnetMask": "255.255.255.0"}]
+        ip = ipaddress.ip_address(address)
+        body.update({"NameServers": [], "StaticNameServers": [], "IPv4Addresses": [], "IPv4StaticAddresses": [],
+                     "IPv6Addresses": [], "IPv6StaticAddresses": []})
+        if ip.version == 4:
+            # the management network is a /24 whose first host is the router (the harness's bridge address)
+            network = ipaddress.ip_network("%s/24" % address, strict=False)
+            entry = {"Address": address, "SubnetMask": str(network.netmask), "Gateway": str(next(network.hosts()))}
+            body["IPv4Addresses"] = [dict(entry, AddressOrigin="Static")]
+            body["IPv4StaticAddresses"] = [entry]
         else:
             body["IPv6Addresses"] = [{"Address": address, "AddressOrigin": "Static", "PrefixLength": 64}]
+            body["IPv6StaticAddresses"] = [{"Address": address, "PrefixLength": 64}]
         return Response(200, body)
 
     def get_virtual_media(self, **_):

@@ -95,6 +95,12 @@ class Bmc(SystemsMixin, AccountsMixin, UpdateMixin, EventsMixin, MetadataMixin):
         try:
             if not path.startswith(R.FAULTS):
                 self._inject_fault(path)
+            if headers.get("odata-version", "4.0").strip() != "4.0":
+                raise Fail(412, "HeaderInvalid", "The OData-Version %s is not supported; this service speaks 4.0."
+                           % headers["odata-version"], "Send OData-Version: 4.0 or no OData-Version header.",
+                           args=["OData-Version: %s" % headers["odata-version"]])
+            if method == "POST" and path.endswith("/Members"):
+                path = path[:-len("/Members")]  # a POST to a collection's Members is a POST to the collection
             match, methods = self._route(path)
             allow = self.allowed(methods)
             if method not in HTTP_METHODS:
