@@ -9,14 +9,11 @@ from msa_sim.bmc import resource as R
 from msa_sim.bmc.resource import Fail, Response
 
 LED_STATES = ("Lit", "Blinking", "Off")
+DEFAULTS_RESETS = ("ResetAll", "PreserveNetworkAndUsers", "PreserveNetwork")
 
 
 class ChassisMixin:
     """Chassis and Manager resources; the event log (``self.event_log``) is the manager's log service."""
-
-    def __init__(self):
-        self._indicator_led = "Off"
-        self._service_identification = ""
 
     def chassis_routes(self, c):
         root = R.ROOT
@@ -33,11 +30,10 @@ class ChassisMixin:
             (re.escape(R.ROOT) + r"/Managers", {"GET": (self.get_managers, "Login")}),
             (m, {"GET": (self.get_manager, "Login"), "PATCH": (self.patch_manager, "ConfigureManager")}),
             (m + r"/Actions/Manager\.Reset", {"POST": (self.post_manager_reset, "ConfigureManager")}),
+            (m + r"/Actions/Manager\.ResetToDefaults", {"POST": (self.post_reset_to_defaults, "ConfigureManager")}),
             (m + r"/NetworkProtocol", {"GET": (self.get_network_protocol, "Login")}),
             (m + r"/EthernetInterfaces", {"GET": (self.get_manager_nics, "Login")}),
             (m + r"/EthernetInterfaces/BMC", {"GET": (self.get_manager_nic, "Login")}),
-            (m + r"/VirtualMedia", {"GET": (self.get_virtual_media, "Login")}),
-            (m + r"/HostInterfaces", {"GET": (self.get_host_interfaces, "Login")}),
             (m + r"/LogServices", {"GET": (self.get_log_services, "Login")}),
             (m + r"/LogServices/EventLog", {"GET": (self.get_log_service, "Login")}),
             (m + r"/LogServices/EventLog/Entries", {"GET": (self.get_log_entries, "Login")}),
@@ -60,7 +56,7 @@ class ChassisMixin:
                               "Status": {"State": "Enabled", "Health": "OK"},
                               "Power": R.link(self.chassis_path + "/Power"),
                               "Thermal": R.link(self.chassis_path + "/Thermal"),
-                              "IndicatorLED": self._indicator_led,
+                              "IndicatorLED": self.settings().get("chassis_led", "Off"),
                               "Actions": {"#Chassis.Reset": {
                                   "target": self.chassis_path + "/Actions/Chassis.Reset",
                                   "ResetType@Redfish.AllowableValues": ["On", "ForceOff", "PowerCycle"]}},
@@ -97,7 +93,7 @@ class ChassisMixin:
                               "ManagerType": "BMC", "FirmwareVersion": self.firmware_versions()["BMC"],
                               "Model": "msa-bmc", "PowerState": "On", "DateTime": R.iso(self.clock()),
                               "DateTimeLocalOffset": "+00:00", "Status": {"State": "Enabled", "Health": "OK"},
-                              "UUID": conf["uuid"], "ServiceIdentification": self._service_identification,
+                              "UUID": conf["uuid"], "ServiceIdentification": self.settings().get("service_identification", ""),
                               "Links": {"ManagerForServers": [R.link(self.sys_path)],
                                         "ManagerForChassis": [R.link(self.chassis_path)]},
                               "NetworkProtocol": R.link(self.manager_path + "/NetworkProtocol"),
@@ -107,7 +103,10 @@ class ChassisMixin:
                               "HostInterfaces": R.link(self.manager_path + "/HostInterfaces"),
                               "Actions": {"#Manager.Reset": {
                                   "target": self.manager_path + "/Actions/Manager.Reset",
-                                  "ResetType@Redfish.AllowableValues": ["GracefulRestart", "ForceRestart"]}}})
+                                  "ResetType@Redfish.AllowableValues": ["GracefulRestart", "ForceRestart"]},
+                                  "#Manager.ResetToDefaults": {
+                                      "target": self.manager_path + "/Actions/Manager.ResetToDefaults",
+                                      "ResetType@Redfish.AllowableValues": list(DEFAULTS_RESETS)}}})
 
     def post_manager_reset(self, data, **_):
         """A BMC reset ends every session and clears injected faults; the node keeps running."""
@@ -120,12 +119,32 @@ class ChassisMixin:
             self._faults = []
         return Response(204)
 
+    def post_reset_to_defaults(self, data, **_):
+        """Factory defaults: settings, boot override, subscriptions, tasks' firmware versions stay; accounts added
+        through the AccountService go unless users are preserved; every session ends."""
+        reset_type = data.get("ResetType")
+        if reset_type not in DEFAULTS_RESETS:
+            raise R.value_not_in_list(reset_type, "ResetType", DEFAULTS_RESETS)
+        self.store.update_system(self.name, settings="{}", boot_enabled="Disabled", boot_target="None",
+                                 boot_mode="UEFI", session_timeout=None)
+        for sid in self.store.subscriptions(self.name):
+            self.store.delete_subscription(self.name, sid)
+        if reset_type != "PreserveNetworkAndUsers":
+            configured = {u["username"] for u in self.conf["users"]}
+            for account in self.store.accounts(self.name):
+                if account["username"] not in configured:
+                    self.store.delete_account(self.name, account["id"])
+            self.store.seed_accounts(self.name, self.conf["users"], force=True)
+        for session in self.store.sessions(self.name):
+            self.store.delete_session(self.name, session["id"])
+        return Response(204)
+
     def patch_chassis(self, data, **_):
         R.check_keys(data, ("IndicatorLED",))
         if "IndicatorLED" in data:
             if data["IndicatorLED"] not in LED_STATES:
                 raise R.value_not_in_list(data["IndicatorLED"], "IndicatorLED", LED_STATES)
-            self._indicator_led = data["IndicatorLED"]
+            self.save_settings(chassis_led=data["IndicatorLED"])
         return self.get_chassis()
 
     def post_chassis_reset(self, data, **_):
@@ -159,10 +178,11 @@ class ChassisMixin:
         R.check_keys(data, ("ServiceIdentification", "DateTimeLocalOffset"))
         if "DateTimeLocalOffset" in data and data["DateTimeLocalOffset"] != "+00:00":
             raise R.value_not_in_list(data["DateTimeLocalOffset"], "DateTimeLocalOffset", ["+00:00"])
-        value = data.get("ServiceIdentification", self._service_identification)
+        value = data.get("ServiceIdentification", "")
         if not isinstance(value, str) or len(value) > 99:
             raise R.type_error(value, "ServiceIdentification")
-        self._service_identification = value
+        if "ServiceIdentification" in data:
+            self.save_settings(service_identification=value)
         return self.get_manager()
 
     def get_network_protocol(self, **_):
@@ -201,15 +221,6 @@ class ChassisMixin:
             body["IPv6Addresses"] = [{"Address": address, "AddressOrigin": "Static", "PrefixLength": 64}]
             body["IPv6StaticAddresses"] = [{"Address": address, "PrefixLength": 64}]
         return Response(200, body)
-
-    def get_virtual_media(self, **_):
-        # no virtual media on these BMCs (nodes boot their image over the network)
-        return Response(200, R.collection("VirtualMediaCollection", self.manager_path + "/VirtualMedia",
-                                          "Virtual Media Services", []))
-
-    def get_host_interfaces(self, **_):
-        return Response(200, R.collection("HostInterfaceCollection", self.manager_path + "/HostInterfaces",
-                                          "Host Interfaces", []))
 
     def _log_path(self):
         return self.manager_path + "/LogServices/EventLog"

@@ -18,7 +18,7 @@ from msa_sim.bmc.auth import HashError, parse_hash
 
 DEFAULT_PATH = "/etc/msa-bmc/bmcs.yaml"
 RESET_TYPES = ("On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "PowerCycle", "Nmi",
-               "PushPowerButton")
+               "PushPowerButton", "FullPowerCycle")
 BOOT_TARGETS = ("None", "Pxe", "Hdd", "Cd", "Usb", "BiosSetup", "UefiShell", "UefiHttp")
 ROLES = ("Administrator", "Operator", "ReadOnly")
 BACKENDS = ("podman", "file")
@@ -50,6 +50,7 @@ BMC_DEFAULTS = {
     "hostname": None,            # defaults to name
     "cpus": {"count": 2, "model": "Simulated x86-64 CPU", "cores": 8, "threads": 16, "speed_mhz": 2400},
     "memory_gib": 64,
+    "disk_gib": 240,             # the root disk Storage reports
     "dimms": None,               # defaults to one DIMM per 16 GiB (at least 1)
     "nics": [],
     "power": {"idle_watts": 150, "max_watts": 450, "standby_watts": 8},
@@ -234,6 +235,7 @@ def validate_bmc(data, where):
     for key in ("count", "cores", "threads", "speed_mhz"):
         cpus[key] = _int(cpus[key], "%s.cpus.%s" % (where, key), 1 if key != "speed_mhz" else 0, 100000)
     bmc["memory_gib"] = _int(bmc["memory_gib"], where + ".memory_gib", 1, 1 << 20)
+    bmc["disk_gib"] = _int(bmc["disk_gib"], where + ".disk_gib", 1, 1 << 20)
     bmc["dimms"] = _int(bmc["dimms"] or max(1, bmc["memory_gib"] // 16), where + ".dimms", 1, 4096)
     nics = bmc["nics"]
     if not isinstance(nics, list):

@@ -12,7 +12,10 @@ from msa_sim.bmc.resource import Response
 SERVED_TYPES = (
     "ServiceRoot.v1_15_0", "ComputerSystemCollection", "ComputerSystem.v1_20_0", "ActionInfo.v1_3_0",
     "EthernetInterfaceCollection", "EthernetInterface.v1_9_0", "ProcessorCollection", "Processor.v1_18_0",
-    "MemoryCollection", "Memory.v1_17_0", "Bios.v1_2_0", "StorageCollection", "ChassisCollection",
+    "MemoryCollection", "Memory.v1_17_0", "Bios.v1_2_0", "StorageCollection", "Storage.v1_15_0",
+    "StorageControllerCollection", "StorageController.v1_7_0", "Drive.v1_17_0", "VolumeCollection",
+    "VirtualMedia.v1_6_0", "HostInterface.v1_3_0", "Volume.v1_9_0", "SecureBoot.v1_1_0", "BootOptionCollection",
+    "BootOption.v1_0_4", "Settings.v1_3_5", "ChassisCollection",
     "Chassis.v1_23_0", "Power.v1_7_1", "Thermal.v1_7_1", "ManagerCollection", "Manager.v1_19_0",
     "ManagerNetworkProtocol.v1_9_0", "LogServiceCollection", "LogService.v1_4_0", "LogEntryCollection",
     "LogEntry.v1_15_0", "VirtualMediaCollection", "HostInterfaceCollection", "SessionService.v1_1_9",
@@ -21,11 +24,14 @@ SERVED_TYPES = (
     "SoftwareInventoryCollection", "SoftwareInventory.v1_9_0", "TaskService.v1_2_0", "TaskCollection",
     "Task.v1_7_1", "EventService.v1_10_0", "EventDestinationCollection", "EventDestination.v1_13_1",
     "Event.v1_8_0", "MessageRegistryFileCollection", "MessageRegistryFile.v1_1_3", "PrivilegeRegistry.v1_1_4",
-    "Message.v1_1_1", "Resource.v1_16_0",
+    "Message.v1_1_1", "Resource.v1_16_0", "AttributeRegistry.v1_3_8",
 )
 # the service document lists the service root's top-level resources
-SERVICE_DOCUMENT = ("Systems", "Chassis", "Managers", "SessionService", "AccountService", "UpdateService",
-                    "TaskService", "EventService", "Registries")
+# (ServiceRoot property, path): the TaskService's property is "Tasks" in the ServiceRoot schema
+SERVICE_DOCUMENT = (("Systems", "Systems"), ("Chassis", "Chassis"), ("Managers", "Managers"),
+                    ("SessionService", "SessionService"), ("AccountService", "AccountService"),
+                    ("UpdateService", "UpdateService"), ("Tasks", "TaskService"), ("EventService", "EventService"),
+                    ("Registries", "Registries"))
 
 
 def csdl():
@@ -77,18 +83,18 @@ class MetadataMixin:
                                                           "NoLinks": False},
                                           "FilterQuery": False, "SelectQuery": False, "OnlyMemberQuery": False,
                                           "ExcludeQuery": False}}
-        for name in self._top_level():
-            body[name] = R.link("%s/%s" % (R.ROOT, name))
+        for name, path in self._top_level():
+            body[name] = R.link("%s/%s" % (R.ROOT, path))
         if not self.conf["session_service"]:
             del body["Links"]
         return Response(200, body)
 
     def _top_level(self):
-        return [n for n in SERVICE_DOCUMENT if self.conf["session_service"] or n != "SessionService"]
+        return [(n, p) for n, p in SERVICE_DOCUMENT if self.conf["session_service"] or n != "SessionService"]
 
     def get_odata(self, **_):
         return Response(200, {"@odata.context": R.ROOT + "/$metadata", "value": [
-            {"name": n, "kind": "Singleton", "url": "%s/%s" % (R.ROOT, n)} for n in self._top_level()]})
+            {"name": n, "kind": "Singleton", "url": "%s/%s" % (R.ROOT, p)} for n, p in self._top_level()]})
 
     def get_metadata(self, **_):
         return Response(200, data=csdl(), content_type="application/xml")

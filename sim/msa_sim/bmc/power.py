@@ -47,6 +47,7 @@ class PowerMixin:
             if row["boot_enabled"] == "Once":
                 values["boot_enabled"] = "Disabled"
             self.store.update_system(self.name, **values)
+            self.apply_pending_bios()
         self.power_event("On")
 
     def reset(self, reset_type):
@@ -76,7 +77,7 @@ class PowerMixin:
             elif reset_type == "ForceOff":
                 self.backend.force_off(container)
                 self._observe("Off")
-            elif reset_type in ("ForceRestart", "PowerCycle") or (reset_type == "GracefulRestart" and not on):
+            elif reset_type in ("ForceRestart", "PowerCycle", "FullPowerCycle") or (reset_type == "GracefulRestart" and not on):
                 if on:
                     self.backend.force_off(container)
                 self.backend.power_on(container)

@@ -125,8 +125,11 @@ def collection(odata_type, path, name, members):
             "Members": [link(m) for m in members], "Members@odata.count": len(members)}
 
 
+VOLATILE = ("@odata.etag", "DateTime")  # a clock is not a change of the resource (If-Match must still match)
+
+
 def etag(body):
-    clean = {k: v for k, v in body.items() if k != "@odata.etag"}
+    clean = {k: v for k, v in body.items() if k not in VOLATILE}
     return 'W/"%s"' % hashlib.sha1(json.dumps(clean, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -120,11 +120,13 @@ class Bmc(SystemsMixin, AccountsMixin, UpdateMixin, EventsMixin, MetadataMixin):
                 self.require(who, privilege)
             self._check_query(query)
             data = None
-            if method in ("POST", "PATCH", "PUT"):
+            multipart = (headers.get("content-type") or "").lower().startswith("multipart/form-data")
+            if method in ("POST", "PATCH", "PUT") and not (multipart and method == "POST"):
                 data = self._json(body, headers, required=method != "POST" or body.strip() != b"")
             if method in ("PATCH", "PUT", "DELETE") and headers.get("if-match") and "GET" in methods:
                 self._check_if_match(headers["if-match"], methods["GET"][0], match)
-            response = entry[0](who=who, data=data, headers=headers, **match.groupdict())
+            response = entry[0](who=who, data=data if data is not None else {}, headers=headers, raw=body,
+                                **match.groupdict())
         except Fail as exc:
             response = exc.response()
         except BackendError as exc:

@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS systems (
     last_boot_target TEXT,
     boots INTEGER NOT NULL DEFAULT 0,
     session_timeout INTEGER,
-    health TEXT NOT NULL DEFAULT 'OK');
+    health TEXT NOT NULL DEFAULT 'OK',
+    settings TEXT NOT NULL DEFAULT '{}');
 CREATE TABLE IF NOT EXISTS sessions (
     bmc TEXT NOT NULL, id TEXT NOT NULL, token_sha256 TEXT NOT NULL UNIQUE, username TEXT NOT NULL,
     role TEXT NOT NULL, created REAL NOT NULL, last_used REAL NOT NULL, PRIMARY KEY (bmc, id));
@@ -44,7 +45,7 @@ ACCOUNT_COLUMNS = ("id", "username", "password_hash", "role", "enabled", "locked
                    "seeded_hash")
 TASK_COLUMNS = ("id", "name", "state", "status", "percent", "start", "end_time", "messages", "payload")
 SYSTEM_COLUMNS = ("boot_enabled", "boot_target", "boot_mode", "last_power", "last_reset", "last_boot_target",
-                  "boots", "session_timeout", "health")
+                  "boots", "session_timeout", "health", "settings")
 SESSION_COLUMNS = ("id", "token_sha256", "username", "role", "created", "last_used")
 
 
@@ -61,8 +62,9 @@ class Store:
             row = self._db.execute("SELECT version FROM schema_version").fetchone()
             if row is None:
                 self._db.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
-            elif row[0] == 1:  # version 1 had no health column; the new tables came from SCHEMA above
+            elif row[0] == 1:  # version 1 had no health or settings column; new tables came from SCHEMA above
                 self._db.execute("ALTER TABLE systems ADD COLUMN health TEXT NOT NULL DEFAULT 'OK'")
+                self._db.execute("ALTER TABLE systems ADD COLUMN settings TEXT NOT NULL DEFAULT '{}'")
                 self._db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
             elif row[0] != SCHEMA_VERSION:
                 raise RuntimeError("state database %s has schema %s, expected %s" % (path, row[0], SCHEMA_VERSION))
@@ -138,7 +140,7 @@ class Store:
     def account(self, bmc, key, value):
         return next((a for a in self.accounts(bmc) if a[key] == value), None)
 
-    def seed_accounts(self, bmc, users):
+    def seed_accounts(self, bmc, users, force=False):
         """Configured accounts: added when missing, password and role reset when the configuration changed them."""
         with self.transaction() as db:
             for user in users:
@@ -149,8 +151,9 @@ class Store:
                                "VALUES (?, ?, ?, ?, ?, ?)", (bmc, self._next_account_id(db, bmc), user["username"],
                                                              user["password_hash"], user["role"],
                                                              user["password_hash"] + "|" + user["role"]))
-                elif row[1] != user["password_hash"] + "|" + user["role"]:
-                    db.execute("UPDATE accounts SET password_hash = ?, role = ?, seeded_hash = ?, enabled = 1 "
+                elif force or row[1] != user["password_hash"] + "|" + user["role"]:
+                    db.execute("UPDATE accounts SET password_hash = ?, role = ?, seeded_hash = ?, enabled = 1, "
+                               "locked = 0, password_change_required = 0 "
                                "WHERE bmc = ? AND id = ?", (user["password_hash"], user["role"],
                                                             user["password_hash"] + "|" + user["role"], bmc, row[0]))
 

@@ -2,11 +2,14 @@
 """The ComputerSystem of one BMC and what hangs off it: reset, boot override, NICs, CPUs, memory, BIOS, storage."""
 from __future__ import annotations
 
+import json
 import re
 
 from msa_sim.bmc import resource as R
 from msa_sim.bmc.backend import BackendError
-from msa_sim.bmc.chassis import ChassisMixin
+from msa_sim.bmc.bios import BiosMixin
+from msa_sim.bmc.chassis import LED_STATES, ChassisMixin
+from msa_sim.bmc.inventory import InventoryMixin
 from msa_sim.bmc.power import PowerMixin
 from msa_sim.bmc.resource import Fail, Response
 
@@ -15,13 +18,22 @@ BOOT_MODES = ("UEFI", "Legacy")
 RESTORE_POLICIES = ("AlwaysOn", "AlwaysOff", "LastState")
 
 
-class SystemsMixin(PowerMixin, ChassisMixin):
-    """ComputerSystem resources; the writable settings that have no column live in ``_settings`` (per process)."""
+class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
+    """ComputerSystem resources; writable settings without a column of their own are ``settings()`` (persisted)."""
+
+    def settings(self):
+        return json.loads(self.store.system(self.name)["settings"] or "{}")
+
+    def save_settings(self, **values):
+        with self._observe_lock:
+            current = self.settings()
+            current.update(values)
+            self.store.update_system(self.name, settings=json.dumps(current, sort_keys=True))
 
     def __init__(self):
         PowerMixin.__init__(self)
         ChassisMixin.__init__(self)
-        self._settings = {}
+        InventoryMixin.__init__(self)
 
     def system_routes(self):
         s, c, m = (re.escape(p) for p in (self.sys_path, self.chassis_path, self.manager_path))
@@ -37,9 +49,7 @@ class SystemsMixin(PowerMixin, ChassisMixin):
             (s + r"/Processors/(?P<cpu>[^/]+)", {"GET": (self.get_processor, "Login")}),
             (s + r"/Memory", {"GET": (self.get_memories, "Login")}),
             (s + r"/Memory/(?P<dimm>[^/]+)", {"GET": (self.get_memory, "Login")}),
-            (s + r"/Bios", {"GET": (self.get_bios, "Login")}),
-            (s + r"/Storage", {"GET": (self.get_storage, "Login")}),
-        ] + self.chassis_routes(c) + self.manager_routes(m)
+        ] + self.chassis_routes(c) + self.manager_routes(m) + self.inventory_routes() + self.bios_routes()
 
     def get_systems(self, **_):
         return Response(200, R.collection("ComputerSystemCollection", R.ROOT + "/Systems", "Computer System Collection",
@@ -71,10 +81,13 @@ class SystemsMixin(PowerMixin, ChassisMixin):
                      "BootSourceOverrideTarget@Redfish.AllowableValues": list(conf["boot_targets"]),
                      "BootSourceOverrideMode": row["boot_mode"],
                      "BootSourceOverrideMode@Redfish.AllowableValues": list(BOOT_MODES),
-                     "BootOrder": list(self._settings.get("boot_order") or self._boot_references())},
-            "PowerRestorePolicy": self._settings.get("PowerRestorePolicy", "LastState"),
-            "AssetTag": self._settings.get("AssetTag", ""), "Bios": R.link(self.sys_path + "/Bios"),
-            "Storage": R.link(self.sys_path + "/Storage"),
+                     "BootOrder": list(self.settings().get("boot_order") or list(self.boot_options()))},
+            "PowerRestorePolicy": self.settings().get("PowerRestorePolicy", "LastState"),
+            "AssetTag": self.settings().get("AssetTag", ""),
+            "IndicatorLED": self.settings().get("IndicatorLED", "Off"), "Bios": R.link(self.sys_path + "/Bios"),
+            "Storage": R.link(self.sys_path + "/Storage"), "SecureBoot": R.link(self.sys_path + "/SecureBoot"),
+            "BootOptions": R.link(self.sys_path + "/BootOptions"),
+            "VirtualMedia": R.link(self.manager_path + "/VirtualMedia"),
             "ProcessorSummary": {"Count": cpus["count"], "CoreCount": cpus["count"] * cpus["cores"],
                                  "LogicalProcessorCount": cpus["count"] * cpus["threads"], "Model": cpus["model"],
                                  "Status": {"State": "Enabled", "Health": "OK"}},
@@ -86,7 +99,9 @@ class SystemsMixin(PowerMixin, ChassisMixin):
             "Actions": {"#ComputerSystem.Reset": {
                 "target": self.sys_path + "/Actions/ComputerSystem.Reset",
                 "ResetType@Redfish.AllowableValues": list(conf["reset_types"]),
-                "@Redfish.ActionInfo": self.sys_path + "/ResetActionInfo"}},
+                "@Redfish.ActionInfo": self.sys_path + "/ResetActionInfo"},
+                "#ComputerSystem.SetDefaultBootOrder": {
+                    "target": self.sys_path + "/Actions/ComputerSystem.SetDefaultBootOrder"}},
             "Oem": {"MsaBmc": {"Container": conf["container"], "Boots": row["boots"],
                                "LastBootSourceOverrideTarget": row["last_boot_target"], "BackendError": oem_error}},
         }
@@ -97,10 +112,12 @@ class SystemsMixin(PowerMixin, ChassisMixin):
 
     def patch_system(self, data, **_):
         for key in data:
-            if key not in ("Boot", "PowerRestorePolicy", "AssetTag"):
+            if key not in ("Boot", "PowerRestorePolicy", "AssetTag", "IndicatorLED"):
                 raise R.not_writable(key) if key in self.system_body() else R.unknown_property(key)
         if "PowerRestorePolicy" in data and data["PowerRestorePolicy"] not in RESTORE_POLICIES:
             raise R.value_not_in_list(data["PowerRestorePolicy"], "PowerRestorePolicy", RESTORE_POLICIES)
+        if "IndicatorLED" in data and data["IndicatorLED"] not in LED_STATES:
+            raise R.value_not_in_list(data["IndicatorLED"], "IndicatorLED", LED_STATES)
         if "AssetTag" in data and not isinstance(data["AssetTag"], str):
             raise R.type_error(data["AssetTag"], "AssetTag")
         boot = data.get("Boot") or {}
@@ -123,13 +140,11 @@ class SystemsMixin(PowerMixin, ChassisMixin):
                    "BootSourceOverrideMode": "boot_mode"}
         if "BootOrder" in boot:
             order = boot.pop("BootOrder")
-            if not isinstance(order, list) or sorted(order) != sorted(self._boot_references()):
+            if not isinstance(order, list) or sorted(order) != sorted(list(self.boot_options())):
                 raise Fail(400, "PropertyValueIncorrect", "BootOrder must list each of %s once."
-                           % ", ".join(self._boot_references()), args=[order, "BootOrder"])
-            self._settings["boot_order"] = order
-        for key in ("PowerRestorePolicy", "AssetTag"):
-            if key in data:
-                self._settings[key] = data[key]
+                           % ", ".join(list(self.boot_options())), args=[order, "BootOrder"])
+            self.save_settings(boot_order=order)
+        self.save_settings(**{k: data[k] for k in ("PowerRestorePolicy", "AssetTag", "IndicatorLED") if k in data})
         if boot:
             self.store.update_system(self.name, **{columns[k]: v for k, v in boot.items()})
         return Response(200, self.system_body())
@@ -210,22 +225,6 @@ class SystemsMixin(PowerMixin, ChassisMixin):
                               "CapacityMiB": self.conf["memory_gib"] * 1024 // self.conf["dimms"],
                               "MemoryDeviceType": "DDR4", "MemoryType": "DRAM",
                               "Status": {"State": "Enabled", "Health": "OK"}})
-
-    def _boot_references(self):
-        return ["Boot%04X" % i for i, target in enumerate(t for t in self.conf["boot_targets"] if t != "None")]
-
-    def get_bios(self, **_):
-        conf = self.conf
-        return Response(200, {"@odata.type": "#Bios.v1_2_0.Bios", "@odata.id": self.sys_path + "/Bios",
-                              "Id": "Bios", "Name": "BIOS Configuration Current Settings",
-                              "AttributeRegistry": "MsaBiosAttributeRegistry.1.0.0",
-                              "Attributes": {"BootMode": self.store.system(self.name)["boot_mode"],
-                                             "ProcessorCount": conf["cpus"]["count"],
-                                             "MemoryGiB": conf["memory_gib"], "BiosVersion": self.firmware_versions()["BIOS"]}})
-
-    def get_storage(self, **_):
-        # simulated nodes are diskless (image-booted): the collection exists and is empty
-        return Response(200, R.collection("StorageCollection", self.sys_path + "/Storage", "Storage Collection", []))
 
 
 def _mask(prefix):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import email.parser
+import email.policy
 import hashlib
 import json
 import re
@@ -72,6 +74,7 @@ class UpdateMixin:
         return [
             (u, {"GET": (self.get_update_service, "Login")}),
             (u + r"/Actions/UpdateService\.SimpleUpdate", {"POST": (self.post_simple_update, "ConfigureComponents")}),
+            (u + r"/upload", {"POST": (self.post_multipart_update, "ConfigureComponents")}),
             (u + r"/SimpleUpdateActionInfo", {"GET": (self.get_simple_update_info, "Login")}),
             (u + r"/FirmwareInventory", {"GET": (self.get_firmware_inventory, "Login")}),
             (u + r"/FirmwareInventory/(?P<fw>[^/]+)", {"GET": (self.get_firmware, "Login")}),
@@ -94,7 +97,7 @@ class UpdateMixin:
         return Response(200, {"@odata.type": "#UpdateService.v1_11_0.UpdateService", "@odata.id": UPDATE,
                               "Id": "UpdateService", "Name": "Update Service", "ServiceEnabled": True,
                               "FirmwareInventory": R.link(FIRMWARE), "SoftwareInventory": R.link(SOFTWARE),
-                              "MaxImageSizeBytes": MAX_IMAGE,
+                              "MaxImageSizeBytes": MAX_IMAGE, "MultipartHttpPushUri": UPDATE + "/upload",
                               "Actions": {"#UpdateService.SimpleUpdate": {
                                   "target": UPDATE + "/Actions/UpdateService.SimpleUpdate",
                                   "@Redfish.ActionInfo": UPDATE + "/SimpleUpdateActionInfo",
@@ -153,8 +156,50 @@ class UpdateMixin:
         if data.get("@Redfish.OperationApplyTime", "Immediate") != "Immediate":
             raise R.value_not_in_list(data["@Redfish.OperationApplyTime"], "@Redfish.OperationApplyTime",
                                       ["Immediate"])
+        wanted = self._targets(data.get("Targets") or [])
+        credentials = (data.get("Username"), data.get("Password"))
+        task = self._new_task("SimpleUpdate of %s" % uri, {"uri": uri, "targets": wanted})
+        thread = threading.Thread(target=self._run_update, args=(task, uri, wanted, credentials),
+                                  name="bmc-%s-update" % self.name, daemon=True)
+        thread.start()
+        return self._task_accepted(task)
+
+    def post_multipart_update(self, raw, headers, **_):
+        """MultipartHttpPushUri: ``UpdateParameters`` (JSON) and ``UpdateFile`` (the image) as multipart/form-data."""
+        ctype = headers.get("content-type") or ""
+        if not ctype.lower().startswith("multipart/form-data"):
+            raise Fail(415, "UnsupportedMediaType", "The MultipartHttpPushUri takes multipart/form-data, not %s."
+                       % (ctype or "no Content-Type"), "Send UpdateParameters and UpdateFile as form parts.",
+                       args=[ctype])
+        if len(raw) > MAX_IMAGE + 65536:
+            raise Fail(413, "PropertyValueOutOfRange", "The upload is larger than "
+                       "%d bytes." % MAX_IMAGE, args=[len(raw), "UpdateFile"])
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+            b"Content-Type: " + ctype.encode("latin-1") + b"\r\n\r\n" + raw)
+        parts = {}
+        for part in message.iter_parts() if message.is_multipart() else []:
+            name = part.get_param("name", header="content-disposition")
+            if name:
+                parts[name] = part.get_payload(decode=True) or b""
+        if "UpdateFile" not in parts:
+            raise R.missing_property("UpdateFile")
+        try:
+            params = json.loads(parts.get("UpdateParameters") or b"{}")
+        except ValueError:
+            raise Fail(400, "MalformedJSON", "The UpdateParameters part is not valid JSON.") from None
+        if not isinstance(params, dict):
+            raise R.type_error(params, "UpdateParameters")
+        R.check_keys(params, ("Targets", "@Redfish.OperationApplyTime", "Oem", "ForceUpdate"))
+        wanted = self._targets(params.get("Targets") or [])
+        image = parts["UpdateFile"]
+        task = self._new_task("MultipartHTTPPushUpdate (%d bytes)" % len(image), {"targets": wanted})
+        thread = threading.Thread(target=self._run_update, args=(task, None, wanted, None, image),
+                                  name="bmc-%s-update" % self.name, daemon=True)
+        thread.start()
+        return self._task_accepted(task)
+
+    def _targets(self, targets):
         components = list(self.firmware_versions())
-        targets = data.get("Targets") or []
         if not isinstance(targets, list):
             raise R.type_error(targets, "Targets")
         wanted = []
@@ -163,12 +208,7 @@ class UpdateMixin:
             if not str(target).startswith(FIRMWARE + "/") or name not in components:
                 raise R.value_not_in_list(target, "Targets", ["%s/%s" % (FIRMWARE, c) for c in components])
             wanted.append(name)
-        credentials = (data.get("Username"), data.get("Password"))
-        task = self._new_task("SimpleUpdate of %s" % uri, {"uri": uri, "targets": wanted})
-        thread = threading.Thread(target=self._run_update, args=(task, uri, wanted, credentials),
-                                  name="bmc-%s-update" % self.name, daemon=True)
-        thread.start()
-        return self._task_accepted(task)
+        return wanted
 
     def _fetch(self, uri, credentials):
         request = urllib.request.Request(uri, headers={"User-Agent": "msa-bmc/1.0"})
@@ -182,9 +222,10 @@ class UpdateMixin:
             raise ImageError("the image is larger than %d bytes" % MAX_IMAGE)
         return raw
 
-    def _run_update(self, task, uri, wanted, credentials):
+    def _run_update(self, task, uri, wanted, credentials, raw=None):
         try:
-            raw = self._fetch(uri, credentials)
+            if raw is None:
+                raw = self._fetch(uri, credentials)
             self._task_progress(task, 40)
             component, version, digest = parse_image(raw, wanted or list(self.firmware_versions()))
             self._sleep(self.conf["update_seconds"] / 2)
@@ -197,7 +238,8 @@ class UpdateMixin:
         except (ImageError, OSError, urllib.error.URLError, ValueError) as exc:
             reason = getattr(exc, "reason", None) or exc
             self._task_finish(task, "Exception", "Critical", "Update.1.0.TransferFailed",
-                              "Transfer of image '%s' failed: %s" % (uri, reason), [uri, str(reason)])
+                              "Transfer of image '%s' failed: %s" % (uri or "(upload)", reason),
+                              [uri or "(upload)", str(reason)])
 
     def _sleep(self, seconds):
         if seconds > 0:
