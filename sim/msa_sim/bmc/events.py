@@ -50,6 +50,7 @@ class EventsMixin:
         self._stop_events = threading.Event()
         self._threads = []
         self.deliveries = []  # (event id, destination, HTTP status or error) of the last deliveries, for tests
+        self._backend_down = False
 
     def event_routes(self):
         e = re.escape(EVENTS)
@@ -87,7 +88,12 @@ class EventsMixin:
             try:
                 self.power_state()  # _observe emits the event of a change it sees
             except BackendError as exc:
+                self._backend_down = True
                 self._set_health("Critical", str(exc))
+            else:
+                if self._backend_down:  # the node answers again: the health the backend cost comes back
+                    self._backend_down = False
+                    self._set_health("OK", "(power backend answers again)")
 
     # ------------------------------------------------------------------ producing events
     def power_event(self, state):
