@@ -154,3 +154,15 @@ def test_listener_outside_event_networks_gets_nothing(setup):
     call(setup, "POST", "/redfish/v1/EventService/Actions/EventService.SubmitTestEvent", {"Message": "hello"})
     assert setup["listener"].next(timeout=1.5) is None
     assert "outside event_networks" in str(bmc.deliveries[-1][2])
+
+
+def test_a_failing_power_backend_is_a_critical_health_event_and_its_recovery_ok(setup):
+    subscribe(setup, RegistryPrefixes=["ResourceEvent"])
+    with open(setup["backend"].path, "w", encoding="utf-8") as handle:
+        handle.write("{not json")  # the backend cannot tell the node's power any more
+    _, payload, _ = setup["listener"].next()
+    assert payload["Events"][0]["MessageId"].endswith("ResourceStatusChangedCritical")
+    with open(setup["backend"].path, "w", encoding="utf-8") as handle:
+        handle.write("{}")
+    _, payload, _ = setup["listener"].next()
+    assert payload["Events"][0]["MessageId"].endswith("ResourceStatusChangedOK")
