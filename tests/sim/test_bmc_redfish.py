@@ -197,3 +197,12 @@ def test_corrupt_or_foreign_images_are_refused():
                          (dict(good, Image="other/1"), "Image"), (dict(good, Version="a b;c|"), "Version")):
         with pytest.raises(ImageError, match=word):
             parse_image(json.dumps(broken).encode(), ["BMC", "BIOS"])
+
+
+def test_login_and_open_resources_ignore_a_stale_token(bmc):
+    stale = {"X-Auth-Token": "0" * 64}
+    assert call(bmc, "GET", "/redfish/v1/", user=None, headers=stale)[0] == 200
+    status, _, headers = call(bmc, "POST", "/redfish/v1/SessionService/Sessions",
+                              {"UserName": "ops", "Password": USERS["ops"][0]}, user=None, headers=stale)
+    assert status == 201 and headers["X-Auth-Token"]
+    assert call(bmc, "GET", "/redfish/v1/Systems/1", user=None, headers=stale)[0] == 401
