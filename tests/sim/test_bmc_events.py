@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """EventService of the BMC stand-in: subscriptions persist, power-state and health events reach an HTTPS listener
-(verified against the test CA) that the subscription names, filters hold, destinations outside event_networks are
-refused."""
+(verified against the test CA) that the subscription names, filters hold, destinations outside
+outbound_networks are refused."""
 from __future__ import annotations
 
 import base64
@@ -147,13 +147,13 @@ def test_subscriptions_persist_and_only_administrators_manage_them(setup):
         setup["service"] = again
 
 
-def test_listener_outside_event_networks_gets_nothing(setup):
+def test_listener_outside_outbound_networks_gets_nothing(setup):
     bmc = setup["service"].bmcs["n1"]
-    bmc.conf["event_networks"] = ["10.255.255.0/24"]
+    bmc.conf["outbound_networks"] = ["10.255.255.0/24"]
     subscribe(setup)
     call(setup, "POST", "/redfish/v1/EventService/Actions/EventService.SubmitTestEvent", {"Message": "hello"})
     assert setup["listener"].next(timeout=1.5) is None
-    assert "outside event_networks" in str(bmc.deliveries[-1][2])
+    assert "outside outbound_networks" in str(bmc.deliveries[-1][2])
 
 
 def test_a_failing_power_backend_is_a_critical_health_event_and_its_recovery_ok(setup):

@@ -206,3 +206,14 @@ def test_login_and_open_resources_ignore_a_stale_token(bmc):
                               {"UserName": "ops", "Password": USERS["ops"][0]}, user=None, headers=stale)
     assert status == 201 and headers["X-Auth-Token"]
     assert call(bmc, "GET", "/redfish/v1/Systems/1", user=None, headers=stale)[0] == 401
+
+
+def test_firmware_from_outside_outbound_networks_is_refused(bmc):
+    status, _, headers = call(bmc, "POST", "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate",
+                              {"ImageURI": "https://10.255.0.1/bmc.fw"})
+    assert status == 202
+    deadline = time.monotonic() + 10
+    while call(bmc, "GET", headers["Location"])[0] == 202 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    done = call(bmc, "GET", headers["Location"])[1]
+    assert done["TaskState"] == "Exception" and "outside outbound_networks" in done["Messages"][0]["Message"]

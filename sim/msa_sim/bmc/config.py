@@ -63,8 +63,8 @@ BMC_DEFAULTS = {
     "ca_bundle": None,           # CA file for HTTPS firmware downloads and event listeners (None: system CAs)
     "update_seconds": 2.0,       # how long applying a SimpleUpdate image takes
     "event_poll_seconds": 1.0,   # how often a BMC with subscribers looks for power changes made outside it
-    # event listeners must resolve into these networks (a BMC must not be a relay to anywhere)
-    "event_networks": ["127.0.0.0/8", "::1/128"],
+    # event listeners and firmware sources must resolve into these networks (a BMC is no relay to anywhere)
+    "outbound_networks": ["127.0.0.0/8", "::1/128"],
 }
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
@@ -273,15 +273,15 @@ def validate_bmc(data, where):
         bmc[key] = _number(bmc[key], "%s.%s" % (where, key))
     if bmc["event_poll_seconds"] < 0.1:
         raise ConfigError("%s.event_poll_seconds: %r is below 0.1" % (where, bmc["event_poll_seconds"]))
-    networks = bmc["event_networks"]
+    networks = bmc["outbound_networks"]
     if not isinstance(networks, list):
-        raise ConfigError("%s.event_networks: %r is not a list of networks" % (where, networks))
+        raise ConfigError("%s.outbound_networks: %r is not a list of networks" % (where, networks))
     for network in networks:
         try:
             ipaddress.ip_network(str(network), strict=False)
         except ValueError:
-            raise ConfigError("%s.event_networks: %r is not a network (CIDR)" % (where, network)) from None
-    bmc["event_networks"] = [str(ipaddress.ip_network(str(n), strict=False)) for n in networks]
+            raise ConfigError("%s.outbound_networks: %r is not a network (CIDR)" % (where, network)) from None
+    bmc["outbound_networks"] = [str(ipaddress.ip_network(str(n), strict=False)) for n in networks]
     return bmc
 
 

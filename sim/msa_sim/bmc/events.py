@@ -148,12 +148,12 @@ class EventsMixin:
                 if self._matches(sub, event):
                     self._deliver(sid, sub, event)
 
-    def _allowed_destination(self, host):
+    def allowed_destination(self, host):
         try:
             addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
         except OSError:
             return False
-        networks = [ipaddress.ip_network(n) for n in self.conf["event_networks"]]
+        networks = [ipaddress.ip_network(n) for n in self.conf["outbound_networks"]]
         return all(any(ipaddress.ip_address(a.split("%")[0]) in n for n in networks) for a in addresses)
 
     def _deliver(self, sid, sub, event):
@@ -161,8 +161,8 @@ class EventsMixin:
                    "Context": sub.get("Context") or "", "Events": [dict(event, MemberId="0")]}
         destination = sub["Destination"]
         host = urllib.parse.urlsplit(destination).hostname
-        if not self._allowed_destination(host):
-            self._record(event, destination, "refused: %s is outside event_networks" % host)
+        if not self.allowed_destination(host):
+            self._record(event, destination, "refused: %s is outside outbound_networks" % host)
             return
         data = json.dumps(payload).encode()
         headers = dict(sub.get("_headers") or {}, **{"Content-Type": "application/json",

@@ -225,6 +225,9 @@ class UpdateMixin:
     def _run_update(self, task, uri, wanted, credentials, raw=None):
         try:
             if raw is None:
+                host = urllib.parse.urlsplit(uri).hostname
+                if not self.allowed_destination(host):
+                    raise ImageError("%s is outside outbound_networks %s" % (host, self.conf["outbound_networks"]))
                 raw = self._fetch(uri, credentials)
             self._task_progress(task, 40)
             component, version, digest = parse_image(raw, wanted or list(self.firmware_versions()))
