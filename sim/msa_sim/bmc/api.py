@@ -3,7 +3,6 @@ from __future__ import annotations
 
 """HTTP(S) front of the BMCs: one ThreadingHTTPServer per BMC address:port, all in one process."""
 
-import json
 import socket
 import ssl
 import sys
@@ -32,21 +31,23 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length > 0 else b""
         response = self.server.bmc.handle(self.command, self.path, self.headers, body)
-        payload = b""
-        if response.body is not None:
-            payload = json.dumps(response.body, indent=1).encode()
+        payload = response.payload()
         self.send_response(response.status)
         for key, value in response.headers.items():
             self.send_header(key, value)
-        if response.status != 204:
-            self.send_header("Content-Type", "application/json; charset=utf-8")
+        if response.status not in (204, 304):
+            self.send_header("Content-Type", "%s; charset=utf-8" % (response.content_type or "application/json"))
             self.send_header("Content-Length", str(len(payload)))
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
-        if self.command != "HEAD" and response.status != 204:
+        if self.command != "HEAD" and response.status not in (204, 304):
             self.wfile.write(payload)
 
-    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = do_HEAD = _serve
+    def __getattr__(self, name):
+        # every method reaches the BMC, which answers 405 or 501 with a Redfish error body
+        if name.startswith("do_") and name[3:].isalpha():
+            return self._serve
+        raise AttributeError(name)
 
     def log_message(self, fmt, *args):  # the Bmc logs requests itself, without headers
         pass
@@ -95,6 +96,7 @@ class BmcService:
                     raise OSError("BMC %s cannot load its TLS certificate %s / key %s: %s"
                                   % (name, conf["tls"]["cert"], conf["tls"]["key"], exc)) from None
                 self.servers[name] = server
+                bmc.start_events()
                 thread = threading.Thread(target=server.serve_forever, name="bmc-" + name, daemon=True)
                 thread.start()
                 self._threads.append(thread)
@@ -121,5 +123,6 @@ class BmcService:
         for server in servers:
             server.server_close()
         for bmc in self.bmcs.values():
+            bmc.stop_events()
             bmc.wait_idle(5)
         self.store.close()

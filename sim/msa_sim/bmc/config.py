@@ -18,7 +18,7 @@ from msa_sim.bmc.auth import HashError, parse_hash
 
 DEFAULT_PATH = "/etc/msa-bmc/bmcs.yaml"
 RESET_TYPES = ("On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "PowerCycle", "Nmi",
-               "PushPowerButton")
+               "PushPowerButton", "FullPowerCycle")
 BOOT_TARGETS = ("None", "Pxe", "Hdd", "Cd", "Usb", "BiosSetup", "UefiShell", "UefiHttp")
 ROLES = ("Administrator", "Operator", "ReadOnly")
 BACKENDS = ("podman", "file")
@@ -50,6 +50,7 @@ BMC_DEFAULTS = {
     "hostname": None,            # defaults to name
     "cpus": {"count": 2, "model": "Simulated x86-64 CPU", "cores": 8, "threads": 16, "speed_mhz": 2400},
     "memory_gib": 64,
+    "disk_gib": 240,             # the root disk Storage reports
     "dimms": None,               # defaults to one DIMM per 16 GiB (at least 1)
     "nics": [],
     "power": {"idle_watts": 150, "max_watts": 450, "standby_watts": 8},
@@ -59,6 +60,11 @@ BMC_DEFAULTS = {
     "max_sessions": 16,
     "session_service": True,     # false: no SessionService, basic auth only (like sushy-tools)
     "faults": None,              # {"status": 503, "count": 2} answers the first requests with that status
+    "ca_bundle": None,           # CA file for HTTPS firmware downloads and event listeners (None: system CAs)
+    "update_seconds": 2.0,       # how long applying a SimpleUpdate image takes
+    "event_poll_seconds": 1.0,   # how often a BMC with subscribers looks for power changes made outside it
+    # event listeners and firmware sources must resolve into these networks (a BMC is no relay to anywhere)
+    "outbound_networks": ["127.0.0.0/8", "::1/128"],
 }
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
@@ -229,6 +235,7 @@ def validate_bmc(data, where):
     for key in ("count", "cores", "threads", "speed_mhz"):
         cpus[key] = _int(cpus[key], "%s.cpus.%s" % (where, key), 1 if key != "speed_mhz" else 0, 100000)
     bmc["memory_gib"] = _int(bmc["memory_gib"], where + ".memory_gib", 1, 1 << 20)
+    bmc["disk_gib"] = _int(bmc["disk_gib"], where + ".disk_gib", 1, 1 << 20)
     bmc["dimms"] = _int(bmc["dimms"] or max(1, bmc["memory_gib"] // 16), where + ".dimms", 1, 4096)
     nics = bmc["nics"]
     if not isinstance(nics, list):
@@ -260,6 +267,21 @@ def validate_bmc(data, where):
     bmc["max_sessions"] = _int(bmc["max_sessions"], where + ".max_sessions", 1, 1024)
     if bmc["faults"] is not None:
         bmc["faults"] = validate_fault(bmc["faults"], where + ".faults")
+    if bmc["ca_bundle"] is not None and not isinstance(bmc["ca_bundle"], str):
+        raise ConfigError("%s.ca_bundle: %r is not a file path" % (where, bmc["ca_bundle"]))
+    for key in ("update_seconds", "event_poll_seconds"):
+        bmc[key] = _number(bmc[key], "%s.%s" % (where, key))
+    if bmc["event_poll_seconds"] < 0.1:
+        raise ConfigError("%s.event_poll_seconds: %r is below 0.1" % (where, bmc["event_poll_seconds"]))
+    networks = bmc["outbound_networks"]
+    if not isinstance(networks, list):
+        raise ConfigError("%s.outbound_networks: %r is not a list of networks" % (where, networks))
+    for network in networks:
+        try:
+            ipaddress.ip_network(str(network), strict=False)
+        except ValueError:
+            raise ConfigError("%s.outbound_networks: %r is not a network (CIDR)" % (where, network)) from None
+    bmc["outbound_networks"] = [str(ipaddress.ip_network(str(n), strict=False)) for n in networks]
     return bmc
 
 
