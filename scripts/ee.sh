@@ -18,9 +18,13 @@ DEPS=(community/mysql community/postgresql community/crypto ansible/posix ansibl
 
 start=$(date +%s)
 step "EE base image ($BASE from ee/Containerfile.base)"
-sum=$(cat ee/Containerfile.base ee/pkgmgr | sha256sum | cut -c1-16)
+rm -rf "$BUILD-base"
+mkdir -p "$BUILD-base/ca"
+cp ee/Containerfile.base ee/pkgmgr "$BUILD-base/"
+cp /usr/local/share/ca-certificates/*.crt "$BUILD-base/ca/" 2>/dev/null || true
+sum=$(cd "$BUILD-base" && find . -type f | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
 if [ "$(podman image inspect -f '{{ index .Labels "msa.hpc.containerfile" }}' "$BASE" 2>/dev/null)" != "$sum" ]; then
-  podman build -q --label "msa.hpc.containerfile=$sum" -t "$BASE" -f ee/Containerfile.base ee >/dev/null
+  podman build -q --label "msa.hpc.containerfile=$sum" -t "$BASE" -f Containerfile.base "$BUILD-base" >/dev/null
 fi
 
 step "build context ($BUILD)"
