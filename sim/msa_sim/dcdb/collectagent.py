@@ -223,7 +223,9 @@ class CollectAgent:
         """Block until every queued reading is stored (tests and shutdown)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._pending.empty() and self._idle.wait(0.05) and self._pending.empty():
+            if not self._pending.empty():
+                time.sleep(0.01)  # not a busy loop: the writer needs the interpreter to empty the queue
+            elif self._idle.wait(0.05) and self._pending.empty():
                 return True
         return False
 
