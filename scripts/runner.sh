@@ -8,10 +8,12 @@
 #   env/ssh_key the Machine credential (the bundle's SSH key); runner loads it into an ssh-agent in the container
 #   env/extravars the survey's answers (survey-like: the time zone question with its default)
 #   env/envvars what the job template injects as environment: where the bundle is, the EE's collections
-#   env/settings process isolation in the EE image with podman, host network (the nodes' management addresses)
+#   env/settings process isolation in the EE image with podman, host network (the nodes' management addresses),
+#               as root: the EE image's default user 1000 cannot read the private data directory root made
 # The system's state directory (.cache/<system>: known_hosts, generated secrets, BMC CA) is mounted in as the
 # project's .cache/<system>, as a credential's injected files would be: the secrets never enter the project copy.
-# The three inventory layers are passed as AWX passes a job's inventory sources, in order (-i each).
+# The three inventory layers, lowest precedence first: env/cmdline passes the bundle's common.yml and the system's
+# layer (-i each), and runner appends its private inventory/ (-i /runner/inventory), which holds the site's layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -37,6 +39,9 @@ install -m 0600 .cache/ssh/id_ed25519 "$PDD/env/ssh_key"
 cat > "$PDD/env/extravars" <<JSON
 {"msa_timezone": "Etc/UTC"}
 JSON
+rm -rf "$PDD/inventory"
+cp -a "inventories/sites/$SITE" "$PDD/inventory"
+printf '%s' "-i common.yml -i inventories/systems/$SYSTEM" > "$PDD/env/cmdline"
 cat > "$PDD/env/envvars" <<JSON
 {"MSA_BUNDLE_DIR": "/runner/project",
  "ANSIBLE_COLLECTIONS_PATH": "/usr/share/ansible/collections",
@@ -46,7 +51,7 @@ cat > "$PDD/env/settings" <<JSON
 {"process_isolation": true,
  "process_isolation_executable": "podman",
  "container_image": "$IMAGE",
- "container_options": ["--network=host"],
+ "container_options": ["--network=host", "--user=root"],
  "container_volume_mounts": ["$PWD/.cache/$SYSTEM:/runner/project/.cache/$SYSTEM",
                              "$PWD/.cache/artifacts:/runner/project/.cache/artifacts:ro"],
  "suppress_ansible_output": false}
@@ -54,7 +59,6 @@ JSON
 
 step "ansible-runner run $PLAYBOOK on $SYSTEM in $IMAGE"
 rc=0
-"$VENV/bin/ansible-runner" run "$PDD" -p "$PLAYBOOK" --ident run \
-  --cmdline "-i common.yml -i inventories/systems/$SYSTEM -i inventories/sites/$SITE" || rc=$?
+"$VENV/bin/ansible-runner" run "$PDD" -p "$PLAYBOOK" --ident run || rc=$?
 step "ansible-runner: rc=$rc, status $(cat "$PDD/artifacts/run/status" 2>/dev/null || echo unknown)"
 exit "$rc"
