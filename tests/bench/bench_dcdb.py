@@ -182,6 +182,14 @@ def step(args, work, broker, store, rate):
         seen = metrics(api)
         dropped += int(seen.get("readings_dropped_total", 0) + seen.get("messages_rejected_total", 0))
         ok = dropped == 0 and stored >= produced and lag <= args.max_lag and drain <= args.max_lag
+        if not ok:  # say why: the Pushers' and the agent's own counts, and the agent's last complaint
+            with open(os.path.join(work, "agent-%d.log" % rate)) as handle:
+                complaints = [line.strip() for line in handle if "WARNING" in line or "ERROR" in line]
+            print("    why: pushers dropped/queued %d, agent %s; %s" % (
+                dropped - int(seen.get("readings_dropped_total", 0) + seen.get("messages_rejected_total", 0)),
+                {k: seen.get(k) for k in ("readings_received_total", "readings_stored_total", "readings_dropped_total",
+                                          "messages_rejected_total", "pending_readings")},
+                complaints[-1][:300] if complaints else "agent log clean"))
         return {"offered": offered, "produced": produced, "stored": stored, "dropped": dropped, "lag": lag,
                 "drain": drain, "ok": ok}
     finally:
