@@ -39,8 +39,8 @@ demo: sim-up site ## the README's first command: simulated system, full stack, a
 ee: setup         ## build the execution environment image (ansible-builder, on a base built here; prints time and size)
 	bash scripts/ee.sh
 
-runner:           ## site.yml (or PLAYBOOK=...) through ansible-runner in the EE container, as AWX runs it: make runner SYSTEM=dev4
-	bash scripts/runner.sh $(SYSTEM) $(or $(PLAYBOOK),playbooks/site.yml) $(SITE)
+runner:           ## site.yml (or PLAYBOOK=..., TAGS=...) through ansible-runner in the EE container, as AWX runs it: make runner SYSTEM=dev4
+	MSA_RUNNER_TAGS=$(TAGS) bash scripts/runner.sh $(SYSTEM) $(or $(PLAYBOOK),playbooks/site.yml) $(SITE)
 
 unit: setup       ## unit and integration tests that need no simulated system
 	$(STEP) "pytest"

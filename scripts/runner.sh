@@ -2,6 +2,7 @@
 # Run a playbook as AWX does (make runner): ansible-runner (pinned in requirements.txt) with a private data directory,
 # inside the execution environment container built by `make ee`, against a (simulated) system.
 #   scripts/runner.sh <system> [playbook, default playbooks/site.yml] [site, default example]
+#   MSA_RUNNER_TAGS=common,monitoring scripts/runner.sh ...   runs only the plays of those tags (a job template's tags)
 # The private data directory .cache/runner/<system>/ holds what AWX would put there:
 #   project/    the bundle's playbooks, bundle roles, inventory layers and ansible.cfg (a project sync); the msa.hpc
 #               collection and the collections it uses come from the EE, not from the project
@@ -41,7 +42,7 @@ cat > "$PDD/env/extravars" <<JSON
 JSON
 rm -rf "$PDD/inventory"
 cp -a "inventories/sites/$SITE" "$PDD/inventory"
-printf '%s' "-i common.yml -i inventories/systems/$SYSTEM" > "$PDD/env/cmdline"
+printf '%s' "-i common.yml -i inventories/systems/$SYSTEM${MSA_RUNNER_TAGS:+ --tags $MSA_RUNNER_TAGS}" > "$PDD/env/cmdline"
 cat > "$PDD/env/envvars" <<JSON
 {"MSA_BUNDLE_DIR": "/runner/project",
  "ANSIBLE_COLLECTIONS_PATH": "/usr/share/ansible/collections",

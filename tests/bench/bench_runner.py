@@ -31,12 +31,13 @@ def recap_changed(text):
     return changed, bad
 
 
-def run(kind, system, log):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(BUNDLE, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
+def run(kind, system, log, tags):
+    env = dict(os.environ, MSA_RUNNER_TAGS=tags or "", ANSIBLE_CONFIG=os.path.join(BUNDLE, "ansible.cfg"),
+               ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
     if kind == "plain":
         cmd = [os.path.join(BIN, "ansible-playbook"), "-i", "common.yml", "-i", "inventories/systems/" + system,
                "-i", "inventories/sites/example", "-e", '{"msa_timezone": "Etc/UTC"}', "playbooks/site.yml"]
+        cmd += ["--tags", tags] if tags else []
     else:
         cmd = ["bash", "scripts/runner.sh", system, "playbooks/site.yml"]
     start = time.monotonic()
@@ -54,6 +55,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--system", default=os.environ.get("MSA_BENCH_SYSTEM"))
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--tags", default="", help="only the plays of these tags (both kinds of run)")
     parser.add_argument("--log", default=os.path.join(BUNDLE, ".cache", "bench_runner.log"))
     args = parser.parse_args()
     if not args.system:
@@ -61,11 +63,11 @@ def main():
         return
     os.makedirs(os.path.dirname(args.log), exist_ok=True)
     times = {"plain": [], "runner": []}
-    print("== no-change site.yml on %s: plain ansible-playbook vs ansible-runner in the EE container (log %s)"
-          % (args.system, args.log), flush=True)
+    print("== no-change site.yml%s on %s: plain ansible-playbook vs ansible-runner in the EE container (log %s)"
+          % (" --tags " + args.tags if args.tags else "", args.system, args.log), flush=True)
     for i in range(args.repeat):
         for kind in ("plain", "runner"):
-            wall, changed = run(kind, args.system, args.log)
+            wall, changed = run(kind, args.system, args.log, args.tags)
             times[kind].append(wall)
             print("  run %d %-7s %7.1f s  changed=%d" % (i + 1, kind, wall, changed), flush=True)
     plain, runner = statistics.median(times["plain"]), statistics.median(times["runner"])
