@@ -15,7 +15,7 @@ endif
 STAMP = printf '[%s] == %s\n' "$$(date +%H:%M:%S)"
 STEP = @$(STAMP)
 
-.PHONY: setup demo sim-up sim-down site test unit lint molecule verify bench clean
+.PHONY: setup demo sim-up sim-down site test unit lint molecule verify bench clean ee runner
 
 setup:            ## packages, host fixes, venv, node image (each skipped when already there)
 	bash scripts/setup.sh
@@ -35,6 +35,12 @@ site:             ## deploy the whole stack onto the (simulated or real) system
 demo: sim-up site ## the README's first command: simulated system, full stack, a modular workflow
 	$(STEP) "demo workflow"
 	$(BIN)/ansible-playbook $(INVENTORY) playbooks/demo.yml
+
+ee: setup         ## build the execution environment image (ansible-builder, on a base built here; prints time and size)
+	bash scripts/ee.sh
+
+runner:           ## site.yml (or PLAYBOOK=..., TAGS=...) through ansible-runner in the EE container, as AWX runs it: make runner SYSTEM=dev4
+	MSA_RUNNER_TAGS=$(TAGS) bash scripts/runner.sh $(SYSTEM) $(or $(PLAYBOOK),playbooks/site.yml) $(SITE)
 
 unit: setup       ## unit and integration tests that need no simulated system
 	$(STEP) "pytest"

@@ -10,7 +10,7 @@ IMAGE=${MSA_IMAGE:-localhost/msa-node:latest}
 BASE=localhost/msa-base:bookworm
 
 step "apt packages"
-PKGS=(mosquitto podman runc netavark aardvark-dns debootstrap iproute2 iptables shellcheck python3-venv python3-dev gcc git openssh-client rsync)
+PKGS=(mosquitto postgresql python3-psycopg2 podman runc netavark aardvark-dns debootstrap iproute2 iptables shellcheck python3-venv python3-dev gcc git openssh-client rsync)
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
 if ((${#missing[@]})); then

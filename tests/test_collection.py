@@ -471,7 +471,11 @@ def test_execution_environment_definition_follows_builder_v3_and_installs_this_v
     files = [c for c in ee["dependencies"]["galaxy"]["collections"] if c.get("type") == "file"]
     assert [c["name"] for c in files] == ["collections/msa-hpc-%s.tar.gz" % version]
     build_files = {(f["src"], f["dest"]) for f in ee["additional_build_files"]}
-    assert ("msa-hpc-*.tar.gz", "collections") in build_files
+    assert ("ee-build/msa-hpc-%s.tar.gz" % version, "collections") in build_files  # scripts/ee.sh puts it there
+    pins = dict(line.split("==") for line in (COLLECTION.parents[3] / "requirements.txt").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    assert ee["dependencies"]["ansible_core"]["package_pip"] == "ansible-core==" + pins["ansible-core"]
+    assert ee["dependencies"]["ansible_runner"]["package_pip"] == "ansible-runner==" + pins["ansible-runner"]
     bindep = [line for line in (COLLECTION / "bindep.txt").read_text().splitlines()
               if line.strip() and not line.startswith("#")]
     assert all(re.match(r"^[a-z0-9.+-]+( \[[a-z0-9: !]+\])?$", line) for line in bindep), bindep

@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""DCDB stand-in benchmark: sustained readings/s from Pushers through mosquitto into the store, and /query latency.
+"""DCDB stand-in benchmark: the pipeline's capacity (Pushers -> mosquitto -> Collect Agent -> SQLite or PostgreSQL
+store), and /query latency.
 
-Run: ``.venv/bin/python tests/bench/bench_dcdb.py [--pushers 4 --sensors 250 --interval 100 --seconds 10]``.
-Part 1 starts mosquitto (password file, no anonymous access) on an ephemeral 127.0.0.1 port, one Collect Agent
-process and N Pusher processes running the tester plugin; after the run it stops the Pushers (they flush), waits for
-the agent to store everything and compares the rows in SQLite with what the Pushers produced and dropped.
+Run: ``.venv/bin/python tests/bench/bench_dcdb.py [--rates 10000,20000,... --seconds 8 --pushers 4]``.
+Part 1 starts mosquitto (password file, no anonymous access) on an ephemeral 127.0.0.1 port; for each store (SQLite,
+then PostgreSQL in a throw-away cluster, tests/pgcluster.py) it raises the offered load step by step: a fresh store,
+one Collect Agent process and N Pusher processes running the tester plugin; it watches the agent's /metrics
+(lag_seconds), stops the Pushers (they flush), waits for the agent to store everything and compares with what the
+Pushers produced and dropped. The first step that drops, loses or lags ends the search; the highest rate sustained
+with nothing lost is printed for both stores side by side.
 Part 2 writes one day of readings of 64 nodes straight into a store and times Grafana /query calls on it.
 """
 from __future__ import annotations
@@ -53,96 +57,189 @@ def wait_port(port, timeout=10):
     raise SystemExit("nothing listens on port %d" % port)
 
 
-def stored_rows(db):
+def metrics(port):
+    """The Collect Agent's /metrics as {name without prefix: value} ({} while it does not answer)."""
     try:
-        with sqlite3.connect(db, timeout=30) as conn:
-            return conn.execute("SELECT COUNT(*) FROM readings JOIN sensors ON sensors.id = readings.sensor "
-                                "WHERE sensors.topic NOT LIKE '%/pusher/%'").fetchone()[0]
-    except sqlite3.Error:
-        return 0
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return {}
+    return {line.split()[0][len("dcdb_collectagent_"):]: float(line.split()[1])
+            for line in text.splitlines() if line.startswith("dcdb_collectagent_")}
 
 
-def throughput(args, work, flush, fmt):
-    port = free_port()
-    pw = os.path.join(work, "passwd")
-    subprocess.run(["mosquitto_passwd", "-b", "-c", pw, "pusher", "p"], check=True)
-    subprocess.run(["mosquitto_passwd", "-b", pw, "agent", "a"], check=True)
-    with open(os.path.join(work, "mosquitto.conf"), "w") as handle:
-        handle.write("listener %d 127.0.0.1\nallow_anonymous false\npassword_file %s\npersistence false\n"
-                     "max_queued_messages 100000\nuser %s\n" % (port, pw, "root" if os.geteuid() == 0 else "nobody"))
-    broker = subprocess.Popen([shutil.which("mosquitto") or "/usr/sbin/mosquitto", "-c",
-                               os.path.join(work, "mosquitto.conf")], stderr=subprocess.DEVNULL)
-    procs = []
+class Broker:
+    """mosquitto with a password file (no anonymous access) on an ephemeral 127.0.0.1 port."""
+
+    def __init__(self, work):
+        self.port = free_port()
+        pw = os.path.join(work, "passwd")
+        subprocess.run(["mosquitto_passwd", "-b", "-c", pw, "pusher", "p"], check=True)
+        subprocess.run(["mosquitto_passwd", "-b", pw, "agent", "a"], check=True)
+        with open(os.path.join(work, "mosquitto.conf"), "w") as handle:
+            handle.write("listener %d 127.0.0.1\nallow_anonymous false\npassword_file %s\npersistence false\n"
+                         "max_queued_messages 100000\nuser %s\n" % (self.port, pw,
+                                                                    "root" if os.geteuid() == 0 else "nobody"))
+        self.proc = subprocess.Popen([shutil.which("mosquitto") or "/usr/sbin/mosquitto", "-c",
+                                      os.path.join(work, "mosquitto.conf")], stderr=subprocess.DEVNULL)
+        wait_port(self.port)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+COUNT_SQL = ("SELECT COUNT(*) FROM readings JOIN sensors ON sensors.id = readings.sensor "
+             "WHERE sensors.topic NOT LIKE '%/pusher/%'")  # the tester's readings, not the Pushers' own counters
+
+
+def sqlite_store(work, rate):
+    path = "%s/dcdb-%d.sqlite" % (work, rate)
+
+    def count():
+        with sqlite3.connect(path, timeout=30) as conn:
+            return conn.execute(COUNT_SQL).fetchone()[0]
+    return " backend sqlite\n path %s\n" % path, count
+
+
+def postgres_store(dsn, rate):
+    """A fresh database per step (the store of each step starts empty)."""
+    import psycopg2
+
+    name = "bench_%d" % rate
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("DROP DATABASE IF EXISTS %s" % name)
+        cur.execute("CREATE DATABASE %s" % name)
+    conn.close()
+    dsn = dsn.replace("dbname=postgres", "dbname=" + name)
+
+    def count():
+        with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+            cur.execute(COUNT_SQL)
+            return cur.fetchone()[0]
+    return ' backend postgresql\n dsn "%s"\n' % dsn, count
+
+
+def step(args, work, broker, store, rate):
+    """One load step: a fresh store and Collect Agent, Pushers offering ``rate`` readings/s for args.seconds.
+
+    Returns {offered, produced, stored, dropped, lag (largest lag_seconds in the second half), drain (s from the
+    Pushers' stop until everything was stored), ok}."""
+    api = free_port()
+    conf = os.path.join(work, "collectagent.conf")
+    with open(conf, "w") as handle:
+        handle.write("global {\n mqttBroker 127.0.0.1:%d\n mqttprefix /bench\n username agent\n password a\n"
+                     " batchSize %d\n batchInterval %d\n sacct none\n clientId bench-%d\n"
+                     " persistentSession false\n}\nstorage {\n%s}\nrestAPI {\n address 127.0.0.1:%d\n}\n"
+                     % (broker.port, args.batch, args.batch_interval, rate, store[0], api))
+    procs = [subprocess.Popen([sys.executable, "-m", "msa_sim.dcdb.collectagent", "-c", conf], env=ENV,
+                              stderr=open(os.path.join(work, "agent-%d.log" % rate), "w"))]
     try:
-        wait_port(port)
-        db = os.path.join(work, "dcdb.sqlite")
-        with open(os.path.join(work, "collectagent.conf"), "w") as handle:
-            handle.write("global {\n mqttBroker 127.0.0.1:%d\n mqttprefix /bench\n username agent\n password a\n"
-                         " batchSize 20000\n batchInterval 200\n sacct none\n}\nstorage {\n path %s\n}\n"
-                         "restAPI {\n address 127.0.0.1:%d\n}\n" % (port, db, free_port()))
-        agent = subprocess.Popen([sys.executable, "-m", "msa_sim.dcdb.collectagent", "-c",
-                                  os.path.join(work, "collectagent.conf")], env=ENV, stderr=subprocess.DEVNULL)
-        procs.append(agent)
-        time.sleep(1.0)
+        wait_port(api, 30)
+        while not metrics(api).get("broker_connected"):
+            time.sleep(0.1)
+        sensors = max(1, round(rate * args.interval / 1000.0 / args.pushers))
+        offered = args.pushers * sensors * 1000.0 / args.interval
         for i in range(args.pushers):
-            d = os.path.join(work, "p%d" % i)
+            d = os.path.join(work, "r%d-p%d" % (rate, i))
             os.makedirs(d)
             with open(os.path.join(d, "tester.conf"), "w") as handle:
-                handle.write("group t {\n interval %d\n numSensors %d\n}\n" % (args.interval, args.sensors))
+                handle.write("group t {\n interval %d\n numSensors %d\n}\n" % (args.interval, sensors))
             with open(os.path.join(d, "dcdbpusher.conf"), "w") as handle:
                 handle.write("global {\n mqttBroker 127.0.0.1:%d\n mqttprefix /bench/cm/n%02d\n username pusher\n"
-                             " password p\n maxMsgNum 1000\n maxQueuedReadings 1000000\n flushInterval %d\n"
+                             " password p\n maxMsgNum 1000\n maxQueuedReadings 10000000\n flushInterval %d\n"
                              " payloadFormat %s\n flushTimeout 30000\n statusFile %s/status\n}\nplugins {\n"
-                             " plugin tester {\n  config tester.conf\n }\n}\n" % (port, i, flush, fmt, d))
-        offered = args.pushers * args.sensors * 1000.0 / args.interval
-        start = time.monotonic()
-        for i in range(args.pushers):
+                             " plugin tester {\n  config tester.conf\n }\n}\n" % (broker.port, i, args.flush,
+                                                                                   args.format, d))
             procs.append(subprocess.Popen([sys.executable, "-m", "msa_sim.dcdb.pusher", "-c",
-                                           os.path.join(work, "p%d" % i, "dcdbpusher.conf")], env=ENV,
-                                          stderr=open(os.path.join(work, "p%d" % i, "log"), "w")))
-        time.sleep(args.seconds)
-        mid_rows = stored_rows(db)
-        mid_time = time.monotonic() - start
+                                           os.path.join(d, "dcdbpusher.conf")], env=ENV,
+                                          stderr=open(os.path.join(d, "log"), "w")))
+        start = time.monotonic()
+        lag = 0.0
+        while time.monotonic() - start < args.seconds:
+            time.sleep(0.5)
+            seen = metrics(api)
+            if time.monotonic() - start > args.seconds / 2:
+                lag = max(lag, seen.get("lag_seconds", 0.0))
         for proc in procs[1:]:
             proc.send_signal(signal.SIGTERM)
         for proc in procs[1:]:
-            proc.wait(60)
-        stopped = time.monotonic() - start
-        produced = dropped = published = 0
+            proc.wait(120)
+        stopped = time.monotonic()
+        produced = dropped = 0
         for i in range(args.pushers):
-            with open(os.path.join(work, "p%d" % i, "status")) as handle:
+            with open(os.path.join(work, "r%d-p%d" % (rate, i), "status")) as handle:
                 status = json.load(handle)
             produced += status["produced"]
-            dropped += status["dropped"]
-            published += status["published"]
-            if status["queued"] or status["inflight"]:
-                print("pusher %d ended with %d queued, %d in flight" % (i, status["queued"], status["inflight"]))
-        last, stable_since = -1, time.monotonic()
-        while time.monotonic() - stable_since < 2.0:  # until the agent has written everything it received
-            rows = stored_rows(db)
-            if rows != last:
-                last, stable_since = rows, time.monotonic()
-            if rows >= produced:
-                break
+            dropped += status["dropped"] + status["queued"]
+        stored = store[1]()
+        while stored < produced - dropped and time.monotonic() - stopped < 60:
             time.sleep(0.2)
-        done = time.monotonic() - start
-        rows = stored_rows(db)
-        print("== throughput: %d pushers x %d sensors every %d ms (offered %.0f readings/s), %.0f s, %s payloads "
-              "flushed every %d ms (%.0f readings per message)" % (args.pushers, args.sensors, args.interval, offered,
-                                                                   args.seconds, fmt, flush, flush / args.interval))
-        print("produced %d  dropped by pushers %d  published %d  stored %d  lost %d"
-              % (produced, dropped, published, rows, produced - rows))
-        print("stored while running: %d rows in %.1f s = %.0f readings/s" % (mid_rows, mid_time, mid_rows / mid_time))
-        print("sustained end to end (all stored / time until the last was stored): %.0f readings/s (%.2f of offered);"
-              " drain after stop %.1f s" % (rows / done, rows / done / offered, done - stopped))
-        return rows / done
+            stored = store[1]()
+        drain = time.monotonic() - stopped
+        seen = metrics(api)
+        dropped += int(seen.get("readings_dropped_total", 0) + seen.get("messages_rejected_total", 0))
+        ok = dropped == 0 and stored >= produced and lag <= args.max_lag and drain <= args.max_lag
+        if not ok:  # say why: the Pushers' and the agent's own counts, and the agent's last complaint
+            with open(os.path.join(work, "agent-%d.log" % rate)) as handle:
+                complaints = [line.strip() for line in handle if "WARNING" in line or "ERROR" in line]
+            print("    why: pushers dropped/queued %d, agent %s; %s" % (
+                dropped - int(seen.get("readings_dropped_total", 0) + seen.get("messages_rejected_total", 0)),
+                {k: seen.get(k) for k in ("readings_received_total", "readings_stored_total", "readings_dropped_total",
+                                          "messages_rejected_total", "pending_readings")},
+                complaints[-1][:300] if complaints else "agent log clean"))
+        return {"offered": offered, "produced": produced, "stored": stored, "dropped": dropped, "lag": lag,
+                "drain": drain, "ok": ok}
     finally:
         for proc in procs:
             if proc.poll() is None:
                 proc.terminate()
-                proc.wait(10)
-        broker.terminate()
-        broker.wait(10)
+                proc.wait(30)
+
+
+def capacity(args, work, name, storage):
+    """Raise the offered load step by step until readings lag or drop; the highest rate sustained with nothing lost."""
+    broker = Broker(work)
+    best = 0.0
+    rows = []
+    try:
+        for rate in args.rates:
+            result = step(args, work, broker, storage(work, rate), rate)
+            rows.append(result)
+            print("  %-10s offered %7.0f/s  produced %8d  stored %8d  dropped %6d  lag %5.2f s  drain %5.2f s  %s"
+                  % (name, result["offered"], result["produced"], result["stored"], result["dropped"], result["lag"],
+                     result["drain"], "sustained" if result["ok"] else "NOT sustained"), flush=True)
+            if not result["ok"]:
+                break
+            best = result["offered"]
+    finally:
+        broker.stop()
+    return best
+
+
+def pipeline(args):
+    from tests import pgcluster
+
+    print("== pipeline capacity: %d Pushers (tester plugin, every %d ms, %s payloads of up to 1000 readings, flushed "
+          "every %d ms) -> mosquitto -> Collect Agent (batches of %d) -> store; %.0f s per step; sustained = nothing "
+          "dropped, all stored, lag and drain <= %.1f s"
+          % (args.pushers, args.interval, args.format, args.flush, args.batch, args.seconds, args.max_lag))
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="bench_dcdb.") as work:
+        results["sqlite"] = capacity(args, work, "sqlite", sqlite_store)
+    missing = pgcluster.missing()
+    if missing:
+        print("postgresql: not measured: %s" % missing)
+    else:
+        with tempfile.TemporaryDirectory(prefix="bench_dcdb.") as work, \
+                pgcluster.cluster(("fsync=off", "synchronous_commit=off")) as dsn:
+            results["postgresql"] = capacity(args, work, "postgresql", lambda _, rate: postgres_store(dsn, rate))
+    print("== highest rate sustained with nothing lost (goal >= 50000 readings/s):")
+    print("   " + "   ".join("%s %.0f readings/s" % (k, v) for k, v in results.items()))
+    if len(results) == 2 and results["sqlite"]:
+        print("   ratio postgresql / sqlite: %.2f" % (results["postgresql"] / results["sqlite"]))
 
 
 def query_latency(args, work):
@@ -203,23 +300,22 @@ def query_latency(args, work):
 def main():
     parser = argparse.ArgumentParser(description="DCDB stand-in benchmark")
     parser.add_argument("--pushers", type=int, default=4)
-    parser.add_argument("--sensors", type=int, default=250)
     parser.add_argument("--interval", type=int, default=100, help="ms between readings of each sensor")
-    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--rates", default="10000,20000,30000,40000,50000,60000,80000,100000",
+                        help="offered loads (readings/s) tried in turn until one is not sustained")
+    parser.add_argument("--seconds", type=float, default=8, help="length of each load step")
+    parser.add_argument("--flush", type=int, default=1000, help="Pusher flushInterval (ms)")
+    parser.add_argument("--batch", type=int, default=20000, help="Collect Agent batchSize (readings)")
+    parser.add_argument("--batch-interval", type=int, default=200, help="Collect Agent batchInterval (ms)")
+    parser.add_argument("--max-lag", type=float, default=3.0, help="s of lag or drain still counted as sustained")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--flush", default="500,2000", help="Pusher flushInterval values (ms) to compare")
-    parser.add_argument("--format", default="json", choices=["json", "binary"])
+    parser.add_argument("--format", default="binary", choices=["json", "binary"])
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-query", action="store_true")
     args = parser.parse_args()
+    args.rates = [int(r) for r in args.rates.split(",")]
     if not args.skip_throughput:
-        rates = []
-        for flush in [int(f) for f in args.flush.split(",")]:
-            with tempfile.TemporaryDirectory(prefix="bench_dcdb.") as work:
-                rates.append((flush, throughput(args, work, flush, args.format)))
-        if len(rates) > 1:
-            print("ratio of sustained rates, flush %d ms / %d ms: %.2f" % (rates[-1][0], rates[0][0],
-                                                                         rates[-1][1] / rates[0][1]))
+        pipeline(args)
     with tempfile.TemporaryDirectory(prefix="bench_dcdb.") as work:
         if not args.skip_query:
             query_latency(args, work)

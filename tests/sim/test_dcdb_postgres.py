@@ -1,52 +1,24 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
-"""The Collect Agent's PostgreSQL store against a throw-away PostgreSQL server on 127.0.0.1 (skipped without one).
+"""The Collect Agent's PostgreSQL store against a throw-away PostgreSQL cluster on 127.0.0.1.
 
 The store runs under the node image's interpreter (/usr/bin/python3 with Debian's python3-psycopg2), as in production;
-the test's own interpreter only starts the server and checks the answers.
+the test's own interpreter only starts the server (tests/pgcluster.py) and checks the answers. scripts/setup.sh
+installs Debian's postgresql and python3-psycopg2, so a host without them fails here, naming what is missing,
+instead of skipping.
 """
 
 import json
 import os
-import pwd
-import shutil
-import socket
 import subprocess
-import tempfile
 
 import pytest
 
+from tests import pgcluster
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SYSTEM_PYTHON = "/usr/bin/python3"
 
-
-def _pg_bin(name):
-    found = shutil.which(name)
-    if found:
-        return found
-    for version in ("17", "16", "15", "14", "13"):
-        path = "/usr/lib/postgresql/%s/bin/%s" % (version, name)
-        if os.access(path, os.X_OK):
-            return path
-    return None
-
-
-def _why_skip():
-    if not (_pg_bin("initdb") and _pg_bin("pg_ctl")):
-        return "no PostgreSQL server binaries (initdb, pg_ctl)"
-    if not os.access(SYSTEM_PYTHON, os.X_OK) or subprocess.run([SYSTEM_PYTHON, "-c", "import psycopg2"],
-                                                               capture_output=True).returncode:
-        return "no psycopg2 for %s (Debian package python3-psycopg2)" % SYSTEM_PYTHON
-    if os.geteuid() == 0:
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            return "running as root and there is no postgres user to run the server"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_why_skip() is not None, reason=_why_skip() or "")
 
 SCRIPT = r"""
 import json, sys
@@ -67,31 +39,15 @@ print(json.dumps({"new": new, "count": again.count(), "raw": len(again.query("/m
 
 @pytest.fixture
 def postgres():
-    workdir = tempfile.mkdtemp(prefix="dcdb-pg.")
-    as_postgres = []
-    if os.geteuid() == 0:
-        entry = pwd.getpwnam("postgres")
-        os.chown(workdir, entry.pw_uid, entry.pw_gid)
-        as_postgres = ["runuser", "-u", "postgres", "--"]
-    data = os.path.join(workdir, "data")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    subprocess.run(as_postgres + [_pg_bin("initdb"), "-D", data, "-A", "trust", "-U", "dcdb", "--no-sync"],
-                   check=True, capture_output=True)
-    subprocess.run(as_postgres + [_pg_bin("pg_ctl"), "-D", data, "-w", "-l", os.path.join(workdir, "log"), "-o",
-                                  "-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off" % (port, workdir),
-                                  "start"], check=True, capture_output=True)
-    try:
-        yield "host=127.0.0.1 port=%d dbname=postgres user=dcdb" % port
-    finally:
-        subprocess.run(as_postgres + [_pg_bin("pg_ctl"), "-D", data, "-m", "immediate", "stop"], capture_output=True)
-        shutil.rmtree(workdir, ignore_errors=True)
+    missing = pgcluster.missing()
+    assert missing is None, missing + " (scripts/setup.sh installs postgresql and python3-psycopg2)"
+    with pgcluster.cluster() as dsn:
+        yield dsn
 
 
 def test_postgres_store_keeps_readings_jobs_and_energy_like_sqlite(postgres):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "sim"), os.path.join(ROOT, "collections")]))
-    proc = subprocess.run([SYSTEM_PYTHON, "-c", SCRIPT, postgres], capture_output=True, text=True, env=env,
+    proc = subprocess.run([pgcluster.SYSTEM_PYTHON, "-c", SCRIPT, postgres], capture_output=True, text=True, env=env,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)

@@ -13,7 +13,8 @@ from __future__ import annotations
   ``[{"target", "datapoints": [[value, ms], …]}]``; targets may be patterns or ``job:<id>/<group>/<sensor>`` (that
   sensor on every node of the job, limited to the job's run time).
 - ``GET /job/<id>[?sensors=g/s,…&maxDataPoints=n]``: the job's nodes, window, energy and sensors (data if asked).
-- ``GET /jobs``, ``GET /status``; ``POST /annotations``, ``/tag-keys``, ``/tag-values`` answer empty lists.
+- ``GET /jobs``, ``GET /status``, ``GET /metrics`` (Prometheus text format: readings received, stored, dropped, pending,
+  lag); ``POST /annotations``, ``/tag-keys``, ``/tag-values`` answer empty lists.
 """
 
 import base64
@@ -159,10 +160,10 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         LOG.debug("%s " + fmt, self.address_string(), *args)
 
-    def _send(self, status, data, headers=None):
-        raw = json.dumps(data).encode()
+    def _send(self, status, data, headers=None, content_type="application/json"):
+        raw = data.encode() if isinstance(data, str) else json.dumps(data).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(raw)))
         self.send_header("Access-Control-Allow-Origin", "*")
         for key, value in (headers or {}).items():
@@ -221,6 +222,8 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(200, agent.store.jobs())
             elif parts[0] == "status" and method == "GET":
                 self._send(200, agent.status())
+            elif parts == ["metrics"] and method == "GET":  # Prometheus scrapes this
+                self._send(200, agent.metrics(), content_type="text/plain; version=0.0.4; charset=utf-8")
             else:
                 raise ApiError(404, "no such endpoint: %s %s" % (method, url.path))
         except ApiError as exc:

@@ -122,6 +122,7 @@ class CollectAgent:
         self._idle = threading.Event()
         self._idle.set()
         self._writer = None
+        self.lag_s = 0.0
 
     # ---- ingestion -------------------------------------------------------------------------------------------------
     def ingest(self, topic, payload):
@@ -185,6 +186,9 @@ class CollectAgent:
             self.tree.add(topic)
         self.counters["stored"] += sum(len(r) for _, r in batch)
         self.counters["analytics"] += len(outputs)
+        newest = max((r[-1][0] for _, r in batch if r), default=None)
+        if newest is not None:  # readings are oldest first; the age of the batch's newest one when it was stored
+            self.lag_s = max(0.0, time.time() - newest / 1e9)
 
     def _write_loop(self):
         cfg = self.config
@@ -219,7 +223,9 @@ class CollectAgent:
         """Block until every queued reading is stored (tests and shutdown)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._pending.empty() and self._idle.wait(0.05) and self._pending.empty():
+            if not self._pending.empty():
+                time.sleep(0.01)  # not a busy loop: the writer needs the interpreter to empty the queue
+            elif self._idle.wait(0.05) and self._pending.empty():
                 return True
         return False
 
@@ -287,6 +293,30 @@ class CollectAgent:
                 "pending_messages": self._pending.qsize(), "counters": dict(self.counters),
                 "operators": {op.name: op.produced for op in self.operators},
                 "last_rejects": list(self.last_rejects)}
+
+    def metrics(self):
+        """The agent's counters in Prometheus' text exposition format (GET /metrics)."""
+        c = self.counters
+        rows = [
+            ("readings_received_total", "counter", "Readings received in valid MQTT messages.", c["received"]),
+            ("readings_stored_total", "counter", "Readings written to the store.", c["stored"]),
+            ("readings_dropped_total", "counter", "Readings lost because a store write failed.", c["lost"]),
+            ("messages_received_total", "counter", "Valid MQTT messages received.", c["messages"]),
+            ("messages_rejected_total", "counter", "MQTT messages rejected (bad topic or payload).", c["rejected"]),
+            ("store_errors_total", "counter", "Failed store transactions.", c["store_errors"]),
+            ("analytics_readings_total", "counter", "Readings produced by the analytics operators.", c["analytics"]),
+            ("pending_readings", "gauge", "Readings received and not yet stored.",
+             c["received"] - c["stored"] - c["lost"]),
+            ("lag_seconds", "gauge", "Age of the newest reading of the last stored batch when it was stored.",
+             round(self.lag_s, 3)),
+            ("broker_connected", "gauge", "1 while connected to the MQTT broker.", int(self.connected)),
+            ("sensors", "gauge", "Sensors known to the store.", len(self.tree)),
+        ]
+        lines = []
+        for name, kind, text, value in rows:
+            lines += ["# HELP dcdb_collectagent_%s %s" % (name, text), "# TYPE dcdb_collectagent_%s %s" % (name, kind),
+                      "dcdb_collectagent_%s %s" % (name, value)]
+        return "\n".join(lines) + "\n"
 
     def start_writer(self):
         self._writer = threading.Thread(target=self._write_loop, name="dcdb-writer", daemon=True)
