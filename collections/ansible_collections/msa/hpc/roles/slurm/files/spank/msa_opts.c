@@ -8,23 +8,9 @@
 
 #define MAX_VALUE 1024
 
-const struct msa_optdef msa_optdefs[MSA_NOPTS] = {
-	[MSA_GW_NUM] = {"gw_num", "N", "MPI gateways for this heterogeneous job (msa.hpc)", 1, "MSA_GW_NUM"},
-	[MSA_GW_FILE] = {"gw_file", "path", "write the gateway routing file here (default psgw-route-<jobid>)", 1,
-			 "MSA_GW_FILE"},
-	[MSA_GW_PLUGIN] = {"gw_plugin", "name", "gateway routing strategy (a built-in or site plugin)", 1,
-			   "MSA_GW_PLUGIN"},
-	[MSA_GW_CLEANUP] = {"gw_cleanup", NULL, "remove the routing file when the job ends", 0, "MSA_GW_CLEANUP"},
-	[MSA_GW_ENV] = {"gw_env", "VAR=VAL[,..]", "environment for the job's steps on the gateway path", 1,
-			"MSA_GW_ENV"},
-	[MSA_DELAY] = {"delay", "minutes", "start this hetjob component this long after the leader", 1, "MSA_DELAY"},
-	[MSA_MODULE_LIST] = {"module-list", "m1,m2", "run on whichever listed module Slurm expects to start first",
-			     1, "MSA_MODULE_LIST"},
-	[MSA_NAM] = {"network-attached-memory", "SIZE[:nonvolatile]", "NAM for the job (ESB/DAM; K,M,G,T=1024^n)",
-		     1, "MSA_NAM"},
-	[MSA_GCE] = {"global-collective-engine", "enabled|disabled", "a communicator of the GCE (ESB/DAM)", 2,
-		     "MSA_GCE"},
-};
+#define MSA_DEF(id, name, arg, usage, has_arg, env) [id] = {name, arg, usage, has_arg, env},
+const struct msa_optdef msa_optdefs[MSA_NOPTS] = { MSA_OPTIONS(MSA_DEF) };
+#undef MSA_DEF
 
 static int fail(char *err, size_t errlen, int opt, const char *value, const char *why)
 {

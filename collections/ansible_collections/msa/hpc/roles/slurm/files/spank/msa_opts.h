@@ -7,10 +7,29 @@
 
 #include <stddef.h>
 
-enum msa_opt {
-	MSA_GW_NUM, MSA_GW_FILE, MSA_GW_PLUGIN, MSA_GW_CLEANUP, MSA_GW_ENV,
-	MSA_DELAY, MSA_MODULE_LIST, MSA_NAM, MSA_GCE, MSA_NOPTS
-};
+/* The options, once: X(id, name, argument shown by --help or NULL for a flag, --help line, has_arg (0 none,
+ * 1 required, 2 optional), job-control variable). Expanded into msa_optdefs here and into SPANK's static
+ * spank_options table in spank_msa.c (the table sbatch and srun read for --help). */
+#define MSA_OPTIONS(X) \
+	X(MSA_GW_NUM, "gw_num", "N", "MPI gateways for this heterogeneous job (msa.hpc)", 1, "MSA_GW_NUM") \
+	X(MSA_GW_FILE, "gw_file", "path", "write the gateway routing file here (default psgw-route-<jobid>)", 1, \
+	  "MSA_GW_FILE") \
+	X(MSA_GW_PLUGIN, "gw_plugin", "name", "gateway routing strategy (a built-in or site plugin)", 1, \
+	  "MSA_GW_PLUGIN") \
+	X(MSA_GW_CLEANUP, "gw_cleanup", NULL, "remove the routing file when the job ends", 0, "MSA_GW_CLEANUP") \
+	X(MSA_GW_ENV, "gw_env", "VAR=VAL[,..]", "environment for the job's steps on the gateway path", 1, \
+	  "MSA_GW_ENV") \
+	X(MSA_DELAY, "delay", "minutes", "start this job this many minutes after its submission", 1, "MSA_DELAY") \
+	X(MSA_MODULE_LIST, "module-list", "m1,m2", "run on whichever listed module Slurm expects to start first", \
+	  1, "MSA_MODULE_LIST") \
+	X(MSA_NAM, "network-attached-memory", "SIZE[:nonvolatile]", "NAM for the job (ESB/DAM; K,M,G,T=1024^n)", 1, \
+	  "MSA_NAM") \
+	X(MSA_GCE, "global-collective-engine", "enabled|disabled", "a communicator of the GCE (ESB/DAM)", 2, \
+	  "MSA_GCE")
+
+#define MSA_ENUM(id, name, arg, usage, has_arg, env) id,
+enum msa_opt { MSA_OPTIONS(MSA_ENUM) MSA_NOPTS };
+#undef MSA_ENUM
 
 struct msa_optdef {
 	const char *name;   /* the option as the user writes it (--name) */

@@ -35,28 +35,13 @@ static int option_cb(int val, const char *optarg, int remote)
 	return 0;
 }
 
-int slurm_spank_init(spank_t sp, int ac, char **av)
-{
-	int i;
-
-	(void)ac;
-	(void)av;
-	for (i = 0; i < MSA_NOPTS; i++) {
-		struct spank_option opt = {
-			.name = (char *)msa_optdefs[i].name,
-			.arginfo = (char *)msa_optdefs[i].arg,
-			.usage = (char *)msa_optdefs[i].usage,
-			.has_arg = msa_optdefs[i].has_arg,
-			.val = i,
-			.cb = option_cb,
-		};
-		if (spank_option_register(sp, &opt) != ESPANK_SUCCESS) {
-			slurm_error("msa: cannot register --%s", msa_optdefs[i].name);
-			return -1;
-		}
-	}
-	return 0;
-}
+/* The static table (not spank_option_register): sbatch and srun print --help before any plugin's init runs. */
+#define MSA_SPANK_OPT(id, name, arg, usage, has_arg, env) {name, arg, usage, has_arg, id, option_cb},
+struct spank_option spank_options[] = {
+	MSA_OPTIONS(MSA_SPANK_OPT)
+	SPANK_OPTIONS_TABLE_END
+};
+#undef MSA_SPANK_OPT
 
 /* sbatch/salloc/srun after option processing: the checked values go with the job request */
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
