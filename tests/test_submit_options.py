@@ -130,7 +130,14 @@ def test_lua_delay_sets_the_begin_time():
     assert out["begin_time"] == "1120" and J.decode(out["comment"]) == {"delay": "2"}
 
 
+def test_lua_delay_after_another_job_uses_slurms_after_plus_minutes():
+    out = translate({"DELAY": "1"}, partition="dam", dependency="after:41")
+    assert out["dependency"] == "after:41+1" and "begin_time" not in out
+
+
 @pytest.mark.parametrize("env,job,message", [
+    ({"DELAY": "1"}, {"partition": "dam", "dependency": "afterok:41"},
+     "--delay=1: combines only with --dependency=after:<job> (not afterok:41)"),
     ({"GW_NUM": "3"}, {"partition": "cm"}, "--gw_num=3: the gateway pool has 2 gateways"),
     ({"GW_NUM": "x"}, {"partition": "cm"}, "--gw_num=x: not a whole number from 1 to 4096"),
     ({"MODULE_LIST": "cm,gpu"}, {}, "--module-list=cm,gpu: no module gpu (modules: cm, dam, esb)"),

@@ -12,6 +12,6 @@ if not ok then
   return
 end
 print("rc=" .. (err and "translated" or "untouched"))
-for _, key in ipairs({"licenses", "comment", "partition", "begin_time"}) do
+for _, key in ipairs({"licenses", "comment", "partition", "begin_time", "dependency"}) do
   if input.job[key] ~= nil then print(key .. "=" .. tostring(input.job[key])) end
 end

@@ -7,7 +7,8 @@
 --   --network-attached-memory=S[:nonvolatile]  licence nam:<GiB rounded up>, comment nam_bytes=, nam_nonvolatile=1
 --   --global-collective-engine       licence gce:1 (one of the 256 communicators of a GCE), comment gce=1
 --   --module-list=m1,m2              the job's partition list: Slurm runs it in whichever starts it first
---   --delay=M                        begin time M minutes after submission, comment delay=M
+--   --delay=M                        with --dependency=after:<job>: after:<job>+M (M minutes after that job
+--                                    started), else a begin time M minutes after submission; comment delay=M
 -- The comment is the msa: form of module_utils/_jobopts.py (format_options/encode): the key order of its
 -- HOOK_KEYS, values without white space, ';', '=' or ','. Site values (pool size, NAM capacity, modules and which
 -- reach NAM/GCE) come from /etc/slurm/job_submit_msa.conf.lua, rendered from the inventory by msa.hpc.slurmctld.
@@ -162,7 +163,15 @@ function M.translate(conf, job_desc, now)
   if opts.delay then
     local minutes = whole("delay", opts.delay, 0, 525600)
     extra.delay = minutes
-    if minutes > 0 then job_desc.begin_time = (now or os.time()) + 60 * minutes end
+    -- after the start of another job (a workflow's first part, seed 004 §5.2.2): Slurm's after:<job>+<minutes>
+    local after = job_desc.dependency and string.match(job_desc.dependency, "^after:(%d+)$")
+    if after then
+      job_desc.dependency = string.format("after:%s+%d", after, minutes)
+    elseif job_desc.dependency ~= nil and job_desc.dependency ~= "" then
+      refuse("delay", opts.delay, "combines only with --dependency=after:<job> (not " .. job_desc.dependency .. ")")
+    elseif minutes > 0 then
+      job_desc.begin_time = (now or os.time()) + 60 * minutes
+    end
   end
   if not leader then return true end
 
