@@ -35,13 +35,32 @@ static int option_cb(int val, const char *optarg, int remote)
 	return 0;
 }
 
-/* The static table (not spank_option_register): sbatch and srun print --help before any plugin's init runs. */
+/* The static table: srun (local context) and slurmstepd (remote) read it, and srun --help lists it. */
 #define MSA_SPANK_OPT(id, name, arg, usage, has_arg, env) {name, arg, usage, has_arg, id, option_cb},
 struct spank_option spank_options[] = {
 	MSA_OPTIONS(MSA_SPANK_OPT)
 	SPANK_OPTIONS_TABLE_END
 };
 #undef MSA_SPANK_OPT
+
+/* sbatch and salloc (allocator context) do not read the static table in 22.05: there the options are registered
+ * here, which also makes salloc --help list them. */
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	int i;
+
+	(void)ac;
+	(void)av;
+	if (spank_context() != S_CTX_ALLOCATOR)
+		return 0;
+	for (i = 0; i < MSA_NOPTS; i++) {
+		if (spank_option_register(sp, &spank_options[i]) != ESPANK_SUCCESS) {
+			slurm_error("msa: cannot register --%s", spank_options[i].name);
+			return -1;
+		}
+	}
+	return 0;
+}
 
 /* sbatch/salloc/srun after option processing: the checked values go with the job request */
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
