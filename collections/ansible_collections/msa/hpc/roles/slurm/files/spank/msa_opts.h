@@ -11,16 +11,16 @@
  * 1 required, 2 optional), job-control variable). Expanded into msa_optdefs here and into SPANK's static
  * spank_options table in spank_msa.c (the table sbatch and srun read for --help). */
 #define MSA_OPTIONS(X) \
-	X(MSA_GW_NUM, "gw_num", "N", "MPI gateways for this heterogeneous job (msa.hpc)", 1, "MSA_GW_NUM") \
-	X(MSA_GW_FILE, "gw_file", "path", "write the gateway routing file here (default psgw-route-<jobid>)", 1, \
+	X(MSA_GW_NUM, "gw_num", "N", "MPI gateways for this heterogeneous job", 1, "MSA_GW_NUM") \
+	X(MSA_GW_FILE, "gw_file", "path", "routing file (default psgw-route-<jobid>)", 1, \
 	  "MSA_GW_FILE") \
-	X(MSA_GW_PLUGIN, "gw_plugin", "name", "gateway routing strategy (a built-in or site plugin)", 1, \
+	X(MSA_GW_PLUGIN, "gw_plugin", "name", "gateway routing strategy (built-in or site)", 1, \
 	  "MSA_GW_PLUGIN") \
 	X(MSA_GW_CLEANUP, "gw_cleanup", NULL, "remove the routing file when the job ends", 0, "MSA_GW_CLEANUP") \
-	X(MSA_GW_ENV, "gw_env", "VAR=VAL[,..]", "environment for the job's steps on the gateway path", 1, \
+	X(MSA_GW_ENV, "gw_env", "VAR=VAL[,..]", "environment of the job's gateway steps", 1, \
 	  "MSA_GW_ENV") \
-	X(MSA_DELAY, "delay", "minutes", "start this job this many minutes after its submission", 1, "MSA_DELAY") \
-	X(MSA_MODULE_LIST, "module-list", "m1,m2", "run on whichever listed module Slurm expects to start first", \
+	X(MSA_DELAY, "delay", "minutes", "start M minutes after submission/after:<job>", 1, "MSA_DELAY") \
+	X(MSA_MODULE_LIST, "module-list", "m1,m2", "run on the listed module that starts it first", \
 	  1, "MSA_MODULE_LIST") \
 	X(MSA_NAM, "network-attached-memory", "SIZE[:nonvolatile]", "NAM for the job (ESB/DAM; K,M,G,T=1024^n)", 1, \
 	  "MSA_NAM") \
