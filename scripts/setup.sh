@@ -10,7 +10,7 @@ IMAGE=${MSA_IMAGE:-localhost/msa-node:latest}
 BASE=localhost/msa-base:bookworm
 
 step "apt packages"
-PKGS=(mosquitto postgresql python3-psycopg2 podman runc netavark aardvark-dns debootstrap iproute2 iptables shellcheck python3-venv python3-dev gcc git openssh-client rsync)
+PKGS=(mosquitto postgresql python3-psycopg2 podman runc netavark aardvark-dns debootstrap iproute2 iptables shellcheck python3-venv python3-dev gcc lua5.1 lua-busted git openssh-client rsync)
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -57,8 +57,11 @@ if ! podman image exists "$BASE"; then
   tar -C "$root" -c . | podman import - "$BASE" >/dev/null
   rm -rf "$root"
 fi
-sum=$(cat image/Containerfile | sha256sum | cut -c1-16)
+# the SPANK plugin's source (a build context of its own) is part of the image: its change rebuilds it
+SPANK=collections/ansible_collections/msa/hpc/roles/slurm/files/spank
+sum=$(cat image/Containerfile "$SPANK"/spank_msa.c "$SPANK"/msa_opts.c "$SPANK"/msa_opts.h | sha256sum | cut -c1-16)
 if [ "$(podman image inspect -f '{{ index .Labels "msa.hpc.containerfile" }}' "$IMAGE" 2>/dev/null)" != "$sum" ]; then
-  podman build -q --label "msa.hpc.containerfile=$sum" -t "$IMAGE" -f image/Containerfile image >/dev/null
+  podman build -q --label "msa.hpc.containerfile=$sum" --build-context spanksrc="$SPANK" -t "$IMAGE" \
+    -f image/Containerfile image >/dev/null
 fi
 step "setup done"
