@@ -16,6 +16,8 @@ MASTER_DEFAULTS = {
     "slave_timeout": "5",           # a slave silent for longer is gone
     "routing": "",                  # default routing override (DimensionOrder, ShortestPath, UpDown)
     "updown_root": "",              # node id of the up*/down* root (default: lowest id)
+    "routing_fallback": "",         # engines tried in order when the routing cannot be made deadlock-free
+    "virtual_channels": "4",        # VCs per EXTOLL link the routing may use (the model offers 4)
 }
 
 SLAVE_DEFAULTS = {

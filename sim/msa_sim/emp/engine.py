@@ -6,6 +6,8 @@ import ipaddress
 import threading
 import time
 
+from ansible_collections.msa.hpc.plugins.module_utils import _deadlock as D
+from ansible_collections.msa.hpc.plugins.module_utils import _hierarchy as H
 from ansible_collections.msa.hpc.plugins.module_utils import _routing as R
 from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
 
@@ -30,6 +32,7 @@ class Master:
         self.lock = threading.RLock()
         self._generation = 0
         self._thread = None
+        self._plans = {}  # routing cache: (discovered topology, algorithm, options) -> (port, certificate)
         if conf.get("topology_file") and self.store.get("topology_td") is None:
             topo = T.load_td(conf["topology_file"])
             self.store.set(topology_td=T.to_td(topo), topology_source=conf["topology_file"])
@@ -139,15 +142,54 @@ class Master:
             return R.algorithm_name(self.conf["routing"])
         if mode == "auto" or expected is None:
             return "UpDown"
-        return expected.routing
+        return H.PER_BLOCK if H.is_hierarchical(expected) else expected.routing
 
-    def plan(self, routing=None, mode="auto", discovered=None, expected=None):
+    def routing_options(self, fallback=None, virtual_channels=None):
+        """``(fallback engines, VCs)`` of a request, else of master.conf; validated (field and value named)."""
+        if fallback is None:
+            fallback = [e for e in self.conf.get("routing_fallback", "").replace(",", " ").split() if e]
+        if not isinstance(fallback, list):
+            raise EmpError("fallback must be a list of routing algorithms, got %r" % (fallback,))
+        try:
+            fallback = [R.algorithm_name(e) for e in fallback]
+        except R.RoutingError as exc:
+            raise EmpError("fallback: %s" % exc)
+        vcs = virtual_channels if virtual_channels is not None else (self.conf.get("virtual_channels")
+                                                                     or D.MODEL_VCS)
+        try:
+            vcs = int(vcs)
+        except (TypeError, ValueError):
+            vcs = None
+        if vcs is None or not 1 <= vcs <= D.MODEL_VCS:
+            raise EmpError("virtual_channels must be an integer from 1 to %d (an EXTOLL link offers %d VCs in "
+                           "the model), got %r" % (D.MODEL_VCS, D.MODEL_VCS, virtual_channels))
+        return fallback, vcs
+
+    def _route(self, topo, algorithm, fallback, vcs, root):
+        """Tables and certificate of a topology, cached on the topology's .td text and the options."""
+        key = (T.to_td(topo), algorithm, tuple(fallback), vcs, root)
+        cached = self._plans.get(key)
+        if cached is not None:
+            return cached + (True,)
+        fab = R.Fabric.from_topology(topo)
+        run = H.engine(topo) if algorithm == H.PER_BLOCK else None
+        compute_fn = run if run is not None else (lambda f, name: R.compute(f, name, root))
+        port, cert = R.plan(fab, algorithm, root=root, fallback=fallback, vcs=vcs, compute_fn=compute_fn)
+        if run is not None and cert["algorithm"] == H.PER_BLOCK:
+            cert["blocks"] = run.algorithms
+        if len(self._plans) >= 4:
+            self._plans.pop(next(iter(self._plans)))
+        self._plans[key] = (fab, port, cert)
+        return fab, port, cert, False
+
+    def plan(self, routing=None, mode="auto", discovered=None, expected=None, fallback=None, virtual_channels=None):
         """Compute (without installing) tables for the discovered fabric: a dict with summary, tables, dot.
         ``expected`` replaces the stored topology definition for this computation only."""
         discovered = discovered if discovered is not None else self.discover(log=False)
         expected = expected if expected is not None else self.expected()
         comparison = T.compare(expected, discovered) if expected is not None else None
         algorithm = self._algorithm(routing, mode, expected)
+        fallback, vcs = self.routing_options(fallback, virtual_channels)
         if mode == "topology" and comparison is not None and (comparison["missing_nodes"]
                                                              or comparison["missing_links"]):
             # the definition is not there yet: a run would wait, so a plan has nothing to compute
@@ -157,14 +199,17 @@ class Master:
         topo = expected if comparison is not None and T.matches(comparison) else discovered
         if not topo.nodes:
             raise EmpError("no nodes discovered", 409)
-        fab = R.Fabric.from_topology(topo)
+        if algorithm == H.PER_BLOCK and topo is not expected:
+            algorithm = expected.routing if expected is not None else "UpDown"
         root = self.conf.get("updown_root") or None
         try:
-            port, summary = R.plan(fab, algorithm, root=int(root) if root else None)
+            fab, port, summary, cached = self._route(topo, algorithm, fallback, vcs, int(root) if root else None)
         except R.RoutingError as exc:
-            raise EmpError("routing %s failed: %s" % (algorithm, exc), 409)
+            raise EmpError("routing %s refused, nothing installed: %s" % (algorithm, exc), 409)
+        algorithm = summary["algorithm"]
         types = {nid: node.type for nid, node in topo.nodes.items()}
-        return {"algorithm": algorithm, "mode": mode, "summary": summary, "fabric": fab, "port": port,
+        return {"algorithm": algorithm, "mode": mode, "summary": summary, "certificate": summary, "cached": cached,
+                "fabric": fab, "port": port,
                 "tables": {str(k): {str(d): p for d, p in v.items()} for k, v in R.tables(fab, port).items()},
                 "dot": R.to_dot(fab, port, algorithm=algorithm, types=types), "comparison": comparison,
                 "topology": topo}
@@ -185,7 +230,8 @@ class Master:
             per_guid[by_id[src].guid] = entries
         return per_guid
 
-    def run(self, routing=None, mode="topology", dry_run=False, timeout=None, td=None, topology=None):
+    def run(self, routing=None, mode="topology", dry_run=False, timeout=None, td=None, topology=None,
+            fallback=None, virtual_channels=None):
         """emp/run: dry-run answers the plan at once; otherwise a background job discovers (in topology mode
         until the fabric matches the definition), computes, installs and waits for every slave's ack."""
         if mode not in MODES:
@@ -195,6 +241,7 @@ class Master:
                 R.algorithm_name(routing)
             except R.RoutingError as exc:
                 raise EmpError(str(exc))
+        options = self.routing_options(fallback, virtual_channels)
         if dry_run:
             expected = None
             try:
@@ -204,13 +251,13 @@ class Master:
                     expected = T.from_dict(topology, "<request>")
             except T.TopologyError as exc:
                 raise EmpError(str(exc))
-            plan = self.plan(routing, mode, expected=expected)
+            plan = self.plan(routing, mode, expected=expected, fallback=fallback, virtual_channels=virtual_channels)
             return {k: v for k, v in plan.items() if k not in ("fabric", "port", "topology")}
         with self.lock:
             self._generation += 1
             generation = self._generation
             self._set_status(state="starting", mode=mode, routing=routing, message="run requested")
-            self._thread = threading.Thread(target=self._job, args=(generation, routing, mode, timeout), daemon=True)
+            self._thread = threading.Thread(target=self._job, args=(generation, routing, mode, timeout, options), daemon=True)
             self._thread.start()
         return self.status()
 
@@ -219,7 +266,7 @@ class Master:
         status.update(fields, updated=self.clock())
         self.store.set(emp_status=status)
 
-    def _job(self, generation, routing, mode, timeout):
+    def _job(self, generation, routing, mode, timeout, options=(None, None)):
         start = self.clock()
         interval = float(self.conf["discovery_interval"])
         try:
@@ -240,7 +287,7 @@ class Master:
                     continue
                 break
             self._set_status(state="computing", message="computing routes", missing_nodes=[], missing_links=[])
-            plan = self.plan(routing, mode, discovered)
+            plan = self.plan(routing, mode, discovered, fallback=options[0], virtual_channels=options[1])
             addresses = self.store.get("discovered_addresses") or {}
             with self.lock:
                 if generation != self._generation:

@@ -53,9 +53,25 @@ options:
         C(type) and C(dims) for a regular Mesh, Torus or Hypercube.
     type: dict
   routing:
-    description: Routing algorithm to use instead of the one the definition names.
+    description:
+      - Routing algorithm to use instead of the one the definition names. Without it, a definition with
+        several C(topology) blocks is routed per block (V(PerBlock)) - each block by its own algorithm, the
+        parent's between blocks.
     type: str
-    choices: [DimensionOrder, ShortestPath, UpDown]
+    choices: [DimensionOrder, ShortestPath, UpDown, PerBlock]
+  fallback:
+    description:
+      - Engines tried in order when the routing's tables cannot be made deadlock-free on the available virtual
+        channels (OpenSM's C(-R a,b)). Empty means refuse; nothing is installed then.
+      - Omitted, the master's C(routing_fallback) applies.
+    type: list
+    elements: str
+  virtual_channels:
+    description:
+      - Virtual channels per EXTOLL link the routing may use (1 to 4; an EXTOLL link offers 4 in the model).
+        Routes that cycle are spread over them (torus datelines or up*/down* layers).
+      - Omitted, the master's C(virtual_channels) applies.
+    type: int
   mode:
     description:
       - V(topology) waits until the discovered fabric matches the definition, then routes with its algorithm.
@@ -158,11 +174,21 @@ unexpected_links:
   type: list
   elements: str
 routing:
-  description: Summary of the routing tables (computed, or installed in check mode's place).
+  description:
+    - Certificate of the routing tables (computed, or installed in check mode's place) - C(algorithm) (the
+      engine used), C(requested), C(scheme) (VC rule - single, dateline or layers), C(virtual_channels)
+      (used), C(virtual_channels_available), C(acyclic) (the channel-dependency graph on those VCs),
+      C(deadlock_free), C(channels), C(dependencies), C(max_hops), C(avg_hops), C(blocks) (per-block
+      algorithms) and C(attempts) (engines or schemes that failed, with the channels on their cycle).
   returned: when state is started
   type: dict
-  sample: {"algorithm": "DimensionOrder", "max_hops": 4, "avg_hops": 2.13, "deadlock_free": true,
-           "virtual_channels": 2, "nodes": 16}
+  sample: {"algorithm": "DimensionOrder", "scheme": "dateline", "max_hops": 4, "avg_hops": 2.13,
+           "acyclic": true, "deadlock_free": true, "virtual_channels": 2, "virtual_channels_available": 4,
+           "channels": 72, "dependencies": 104, "nodes": 16}
+certificate:
+  description: The same certificate as RV(routing).
+  returned: when state is started
+  type: dict
 dot:
   description: The fabric as a Graphviz graph.
   returned: when state is started
@@ -214,6 +240,11 @@ def _table_lines(tables):
                    for s in sorted(tables, key=int) for d, p in sorted(tables[s].items(), key=lambda e: int(e[0])))
 
 
+def _routing_options(params):
+    """Only the options given: a master that predates them (the seed's endpoint list) is not sent them."""
+    return {k: params[k] for k in ("fallback", "virtual_channels") if params.get(k) is not None}
+
+
 def _wait_for_match(client, body, params, sleep):
     deadline = time.monotonic() + params["wait_timeout"]
     while True:
@@ -252,6 +283,7 @@ def started(client, params, check_mode, sleep=time.sleep):
     before_routes = client.get("emp/routes") or {}
     before_net = client.get("network/status") or {}
     body = {"dry_run": True, "mode": mode, "routing": params.get("routing"), "td": td}
+    body.update(_routing_options(params))
     plan = _wait_for_match(client, body, params, sleep)
     after_tables = plan["tables"]
     changes = table_changes(before_routes.get("tables") or {}, after_tables)
@@ -264,14 +296,15 @@ def started(client, params, check_mode, sleep=time.sleep):
         if routes_changed:
             # The EMP master's POSTs set a state (run, network start/stop, discover): sending one again whose
             # answer was lost cannot duplicate anything.
-            client.post("emp/run", {"mode": mode, "routing": params.get("routing"),
-                                    "timeout": params["wait_timeout"]}, lookup=send_again)
+            client.post("emp/run", dict(_routing_options(params), mode=mode, routing=params.get("routing"),
+                                        timeout=params["wait_timeout"]), lookup=send_again)
             _wait_for_run(client, params, sleep)
         if start_network:
             client.post("network/start", {}, lookup=send_again)
     status = "up" if check_mode else (client.get("network/status") or {}).get("status")
+    certificate = dict(plan["summary"], algorithm=plan["algorithm"])
     result = {"changed": topology_changed or routes_changed or start_network, "status": status,
-              "routing": dict(plan["summary"], algorithm=plan["algorithm"]), "dot": plan["dot"],
+              "routing": certificate, "certificate": certificate, "dot": plan["dot"],
               "table_changes": len(changes)}
     result.update({k: (plan.get("comparison") or {}).get(k, []) for k in COMPARISON_KEYS})
     result["diff"] = {"before": (before_td or "") + _table_lines(before_routes.get("tables") or {}),
@@ -330,7 +363,9 @@ def main():
             state=dict(type="str", default="started", choices=["started", "stopped", "discovered"]),
             topology_file=dict(type="path"),
             topology=dict(type="dict"),
-            routing=dict(type="str", choices=["DimensionOrder", "ShortestPath", "UpDown"]),
+            routing=dict(type="str", choices=["DimensionOrder", "ShortestPath", "UpDown", "PerBlock"]),
+            fallback=dict(type="list", elements="str"),
+            virtual_channels=dict(type="int"),
             mode=dict(type="str", choices=["auto", "topology"]),
             wait_timeout=dict(type="int", default=300),
             poll_interval=dict(type="float", default=2.0),
