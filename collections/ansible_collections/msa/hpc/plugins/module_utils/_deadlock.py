@@ -43,22 +43,6 @@ def _words(n):
     return (n + 63) // 64
 
 
-def _identity(n):
-    bits = np.zeros((n + 1, _words(n)), dtype=np.uint64)
-    idx = np.arange(n)
-    bits[idx, idx // 64] = np.left_shift(np.uint64(1), (idx % 64).astype(np.uint64))
-    return bits
-
-
-def _all_bits(n):
-    bits = np.zeros((n + 1, _words(n)), dtype=np.uint64)
-    bits[:n] = ALL
-    tail = n % 64
-    if tail:
-        bits[:n, -1] = np.uint64((1 << tail) - 1)
-    return bits
-
-
 def _popcount(bits):
     return int(np.bitwise_count(bits).sum(dtype=np.int64))
 
@@ -85,25 +69,30 @@ def _rowmask(flags):
 
 
 class _Rule:
-    """A VC rule: injection VCs and, for packets that arrive through port r, their next VC per out link."""
+    """A VC rule: injection VCs and, for packets that arrive through port r, their next VC per out link.
+    Everything that depends only on (node, arrival port) is precomputed per port r."""
 
     def __init__(self, fab, M, scheme, up=None):
-        self.fab, self.M, self.scheme = fab, M, scheme
+        self.scheme = scheme
         n, P = fab.n, fab.P
         if scheme == "dateline":
-            _, self.dim_of, wrap = R._direction_ports(fab)
-            D = len(fab.sizes)
+            _, dim_of, wrap = R._direction_ports(fab)
             self.wrap_out = np.zeros((n, M.shape[2]), dtype=np.uint64)
-            self.same_dim = np.zeros((D, n, M.shape[2]), dtype=np.uint64)
+            same_dim = np.zeros((len(fab.sizes), n, M.shape[2]), dtype=np.uint64)
             for q in range(P):
                 self.wrap_out |= M[q, :n] & _rowmask(wrap[:, q])
-                for d in range(D):
-                    self.same_dim[d] |= M[q, :n] & _rowmask((self.dim_of[:, q] == d) & ~wrap[:, q])
+                for d in range(len(fab.sizes)):
+                    same_dim[d] |= M[q, :n] & _rowmask((dim_of[:, q] == d) & ~wrap[:, q])
+            # same[r]: destinations a packet that came in through r keeps its VC for (same ring, no dateline)
+            self.same = [same_dim[np.where(dim_of[:, r] < 0, 0, dim_of[:, r]), np.arange(n)]
+                         & _rowmask(dim_of[:, r] >= 0) for r in range(P)]
+            self.other = [~(self.same[r] | self.wrap_out) for r in range(P)]
         elif scheme == "layers":
-            self.up = up
-            self.up_out = np.zeros((n, M.shape[2]), dtype=np.uint64)
+            up_out = np.zeros((n, M.shape[2]), dtype=np.uint64)
             for q in range(P):
-                self.up_out |= M[q, :n] & _rowmask(up[:, q])
+                up_out |= M[q, :n] & _rowmask(up[:, q])
+            # escalate[r]: destinations a packet that came down through r must leave on an up link for
+            self.escalate = [up_out & _rowmask(up[:, r]) for r in range(P)]
 
     def inject(self, bits):
         """VC per injected packet (bits: all pairs u != t)."""
@@ -115,30 +104,44 @@ class _Rule:
         """``[(k', bits)]`` for packets on VC k that arrived at each node through its port r."""
         if self.scheme == "single":
             return [(k, arrived)]
-        n = self.fab.n
         if self.scheme == "dateline":
-            d = self.dim_of[:, r]
-            same = self.same_dim[np.where(d < 0, 0, d), np.arange(n)] & _rowmask(d >= 0)
-            wrap = arrived & self.wrap_out
-            keep = arrived & same
-            return [(k, keep), (1, wrap), (0, arrived & ~same & ~self.wrap_out)]
-        escalate = arrived & self.up_out & _rowmask(self.up[:, r])
-        return [(k, arrived & ~escalate), (k + 1, escalate)]
+            return [(k, arrived & self.same[r]), (1, arrived & self.wrap_out), (0, arrived & self.other[r])]
+        escalate = arrived & self.escalate[r]
+        return [(k, arrived ^ escalate), (k + 1, escalate)]
 
 
-def _arrivals(fab, bits, M, r):
-    """Bits of packets (in state ``bits``, per sender row) that arrive at every node through its port r."""
+def _senders(fab):
+    """Per port r of every node v: the neighbour w behind it (row n when unused) and w's port p."""
     n = fab.n
-    w = np.where(fab.nbr[:, r] < 0, n, fab.nbr[:, r])
-    p = np.where(fab.nbr[:, r] < 0, 0, fab.nbr_port[:, r]).astype(np.int64)
-    return bits[w] & M[p, w]
+    w = np.where(fab.nbr < 0, n, fab.nbr).astype(np.int64)
+    p = np.where(fab.nbr < 0, 0, fab.nbr_port).astype(np.int64)
+    return w, p
 
 
-def reachability(fab, M):
-    """Reverse BFS from every destination over the table: ``(unreached pairs, max hops, total hops, first)``."""
+def _incoming(M, ident, senders, P):
+    """``incoming[r]``: (n, words) destinations the neighbour behind port r sends to this node (not for it)."""
+    w_of, p_of = senders
+    return [M[p_of[:, r], w_of[:, r]] & ~ident for r in range(P)]
+
+
+def _chunk_bits(n, c0, c1):
+    """``(identity, all pairs u != t)`` for the destinations of words c0..c1 (rows 0..n-1)."""
+    ident = np.zeros((n, c1 - c0), dtype=np.uint64)
+    t = np.arange(c0 * 64, min(n, c1 * 64))
+    ident[t, t // 64 - c0] = np.left_shift(np.uint64(1), (t % 64).astype(np.uint64))
+    every = np.full((n, c1 - c0), ALL, dtype=np.uint64)
+    if c1 * 64 > n:
+        every[:, -1] = np.uint64((1 << (n % 64)) - 1)
+    return ident, every & ~ident
+
+
+def reachability(fab, M, ident, c0=0):
+    """Reverse BFS over the table from the destinations of one word chunk of M:
+    ``(unreached pairs, max hops, total hops, first unreached (u, t) or None)``."""
     n, P = fab.n, fab.P
     nbr = np.where(fab.nbr < 0, n, fab.nbr)
-    visited = _identity(n)
+    visited = np.zeros((n + 1, M.shape[2]), dtype=np.uint64)
+    visited[:n] = ident
     frontier = visited.copy()
     level = total = 0
     while True:
@@ -152,13 +155,56 @@ def reachability(fab, M):
         total += level * _popcount(nxt)
         visited |= nxt
         frontier = nxt
-    missing = _all_bits(n) & ~visited
+    missing = _chunk_bits(n, c0, c0 + M.shape[2])[1] & ~visited[:n]
     first = None
     if missing.any():
         u, word = np.argwhere(missing)[0]
         value = int(missing[u, word])
-        first = (int(u), int(word) * 64 + (value & -value).bit_length() - 1)
-    return n * (n - 1) - (_popcount(visited) - n), level, total, first
+        first = (int(u), (int(word) + c0) * 64 + (value & -value).bit_length() - 1)
+    return _popcount(missing), level, total, first
+
+
+def _propagate(fab, M, rule, K, ident, every, senders):
+    """VCs packets can hold: ``occupied[k]`` (n+1, words) bits of (node, destination) on VC k; VC K = overflow."""
+    n, P = fab.n, fab.P
+    w_of = senders[0]
+    incoming = _incoming(M, ident, senders, P)
+    occupied = np.zeros((K + 1, n + 1, M.shape[2]), dtype=np.uint64)
+    frontier = np.zeros_like(occupied)
+    for k, bits in rule.inject(every):
+        frontier[k, :n] |= bits
+    occupied |= frontier
+    while frontier[:K].any():
+        new = np.zeros_like(frontier)
+        for k in range(K):
+            if not frontier[k].any():
+                continue
+            for r in range(P):
+                arrived = frontier[k][w_of[:, r]]
+                arrived &= incoming[r]
+                for k2, bits in rule.turn(arrived, r, k):
+                    new[min(k2, K), :n] |= bits
+        new &= ~occupied
+        occupied |= new
+        frontier = new
+    return occupied
+
+
+def _dependencies(fab, M, rule, K, ident, occupied, senders, edges):
+    """Mark ``edges[k, r, k2, q, v]``: a packet on VC k arriving at v through r leaves through q on VC k2."""
+    P = fab.P
+    w_of = senders[0]
+    incoming = _incoming(M, ident, senders, P)
+    for k in range(K):
+        if not occupied[k].any():
+            continue
+        for r in range(P):
+            arrived = occupied[k][w_of[:, r]] & incoming[r]
+            for k2, bits in rule.turn(arrived, r, k):
+                if k2 >= K or not bits.any():
+                    continue
+                for q in range(P):
+                    edges[k, r, k2, q] |= (bits & M[q, :fab.n]).any(axis=1)
 
 
 def _find_cycle(num, src, dst, left):
@@ -193,7 +239,16 @@ def prove(fab, port, scheme="single", vcs=MODEL_VCS, root=None, M=None, max_cycl
     if M is None:
         M = port_masks(port, P)
     cert = {"scheme": scheme, "virtual_channels": int(vcs), "problems": [], "cycle": []}
-    unreached, max_hops, total, first = reachability(fab, M)
+    W = M.shape[2]
+    step = max(1, min(W, (1 << 22) // max(1, n)))  # destination words per chunk: ~32 MiB per bitset array
+    chunks = [(c0, min(W, c0 + step)) for c0 in range(0, W, step)]
+    unreached = max_hops = total = 0
+    first = None
+    for c0, c1 in chunks:
+        Mc = np.ascontiguousarray(M[:, :, c0:c1])
+        miss, level, hops, where = reachability(fab, Mc, _chunk_bits(n, c0, c1)[0], c0)
+        unreached, max_hops, total = unreached + miss, max(max_hops, level), total + hops
+        first = first or where
     cert.update(reachable=not unreached, unreachable_pairs=int(unreached), max_hops=int(max_hops),
                 avg_hops=round(total / max(1, n * (n - 1) - unreached), 3))
     if unreached:
@@ -209,48 +264,26 @@ def prove(fab, port, scheme="single", vcs=MODEL_VCS, root=None, M=None, max_cycl
         cert["problems"].append("the %s scheme needs %d VCs, the links offer %d" % (scheme, K, vcs))
         return cert
     up = R.updown_orientation(fab, root)[0] if scheme == "layers" else None
-    rule = _Rule(fab, M, scheme, up)
-    ident = _identity(n)[:n]
-    occupied = np.zeros((K + 1, n + 1, M.shape[2]), dtype=np.uint64)  # VC K collects overflow
-    frontier = np.zeros_like(occupied)
-    for k, bits in rule.inject(_all_bits(n)[:n]):
-        frontier[k, :n] |= bits
-    occupied |= frontier
-    while frontier[:K].any():
-        new = np.zeros_like(frontier)
-        for k in range(K):
-            if not frontier[k].any():
-                continue
-            for r in range(P):
-                arrived = _arrivals(fab, frontier[k], M, r) & ~ident
-                for k2, bits in rule.turn(arrived, r, k):
-                    new[min(k2, K), :n] |= bits
-        new &= ~occupied
-        occupied |= new
-        frontier = new
-    overflow = bool(occupied[K].any())
-    # dependencies (node w port p VC k) -> (node v port q VC k'), v = neighbour of w behind p
+    senders = _senders(fab)
+    edges = np.zeros((K, P, K, P, n), dtype=bool)
+    used = np.zeros(K + 1, dtype=bool)
+    for c0, c1 in chunks:
+        Mc = np.ascontiguousarray(M[:, :, c0:c1])
+        rule = _Rule(fab, Mc, scheme, up)
+        ident, every = _chunk_bits(n, c0, c1)
+        occupied = _propagate(fab, Mc, rule, K, ident, every, senders)
+        used |= occupied.reshape(K + 1, -1).any(axis=1)
+        _dependencies(fab, Mc, rule, K, ident, occupied, senders, edges)
+        del occupied
+    overflow = bool(used[K])
+    k, r, k2, q, v = np.nonzero(edges)
+    w, p = senders[0][v, r], senders[1][v, r]
+    src = (w * P + p) * K + k
+    dst = (v * P + q) * K + k2
     states = n * P * K
-    src, dst = [], []
-    for k in range(K):
-        if not occupied[k].any():
-            continue
-        for r in range(P):
-            arrived = _arrivals(fab, occupied[k], M, r) & ~ident
-            w = fab.nbr[:, r].astype(np.int64)
-            p = fab.nbr_port[:, r].astype(np.int64)
-            for k2, bits in rule.turn(arrived, r, k):
-                if k2 >= K:
-                    continue
-                for q in range(P):
-                    v = np.nonzero((bits & M[q, :n]).any(axis=1))[0]
-                    src.append((w[v] * P + p[v]) * K + k)
-                    dst.append((v * P + q) * K + k2)
-    src = np.concatenate(src) if src else np.zeros(0, dtype=np.int64)
-    dst = np.concatenate(dst) if dst else np.zeros(0, dtype=np.int64)
     ok, left = R.acyclic(states, src, dst)
-    used = [k for k in range(K + 1) if occupied[k].any()]
-    cert.update(acyclic=bool(ok and not overflow), virtual_channels_used=(max(used) + 1) if used else 0,
+    used = np.nonzero(used)[0]
+    cert.update(acyclic=bool(ok and not overflow), virtual_channels_used=int(used.max()) + 1 if used.size else 0,
                 channels=int(np.unique(np.concatenate([src, dst])).size) if src.size else 0,
                 dependencies=int(src.size))
     if overflow:
