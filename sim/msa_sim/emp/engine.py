@@ -230,6 +230,16 @@ class Master:
             per_guid[by_id[src].guid] = entries
         return per_guid
 
+    def install(self, plan, discovered, settings):
+        """Store a plan's tables as the next routes version (slaves fetch it with their next report); remember
+        the discovered fabric it was computed for and the run's settings, which surveillance re-routes with."""
+        version = self.store.get("routes_version", 0) + 1
+        self.store.save_routes(version, self._entries(plan, self.store.get("discovered_addresses") or {}))
+        self.store.set(routes_version=version, routes_tables=plan["tables"], routes_dot=plan["dot"],
+                       routes_summary=plan["summary"], routes_algorithm=plan["algorithm"],
+                       routes_fabric=T.to_td(discovered), surveyed_fabric=T.to_td(discovered), run_settings=settings)
+        return version
+
     def run(self, routing=None, mode="topology", dry_run=False, timeout=None, td=None, topology=None,
             fallback=None, virtual_channels=None):
         """emp/run: dry-run answers the plan at once; otherwise a background job discovers (in topology mode
@@ -288,14 +298,11 @@ class Master:
                 break
             self._set_status(state="computing", message="computing routes", missing_nodes=[], missing_links=[])
             plan = self.plan(routing, mode, discovered, fallback=options[0], virtual_channels=options[1])
-            addresses = self.store.get("discovered_addresses") or {}
             with self.lock:
                 if generation != self._generation:
                     return
-                version = self.store.get("routes_version", 0) + 1
-                self.store.save_routes(version, self._entries(plan, addresses))
-                self.store.set(routes_version=version, routes_tables=plan["tables"], routes_dot=plan["dot"],
-                               routes_summary=plan["summary"], routes_algorithm=plan["algorithm"])
+                version = self.install(plan, discovered, {"routing": routing, "mode": mode, "fallback": options[0],
+                                                          "virtual_channels": options[1]})
             self._set_status(state="installing", version=version, algorithm=plan["algorithm"],
                              summary=plan["summary"], message="installing routing tables version %d" % version)
             self.store.log("routing %s computed for %d nodes (max %d hops, deadlock free: %s), version %d"
@@ -341,7 +348,7 @@ class Master:
         state = "up" if net["up"] else ("configured" if net["configured"] and not net.get("stopped") else
                                         "down" if net["configured"] else "un-configured")
         return {"status": state, "configured": net["configured"], "up": net["up"],
-                "routes_version": self.store.get("routes_version", 0)}
+                "routes_version": self.store.get("routes_version", 0), "fabric": self.store.get("fabric_state")}
 
     def network_start(self):
         net = self.store.get("network")
