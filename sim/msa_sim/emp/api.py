@@ -9,11 +9,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .engine import EmpError
 
-NODE_RE = re.compile(r"^nodes/(\d+)(?:/(link|xbar|pcie|velo|rma))?$")
+NODE_RE = re.compile(r"^nodes/(\d+)(?:/(link|xbar|pcie|velo|rma|coordinate))?$")
+# The endpoints seed 004 §2.1 lists; everything else this master answers is an extra a client must not rely on.
+SEED_ENDPOINTS = {("GET", "emp/getTD"), ("POST", "emp/run"), ("GET", "emp/status"), ("POST", "emp/discover"),
+                  ("GET", "log"), ("GET", "network/status"), ("POST", "network/stop"), ("POST", "network/start"),
+                  ("GET", "network/info"), ("GET", "nodes"), ("POST", "slaves/report")}
+SEED_NODE_UNITS = (None, "link", "xbar", "pcie", "velo", "rma")
 
 
-def make_server(master, address, port, token=None):
-    """A ThreadingHTTPServer serving ``master`` (an engine.Master); ``port`` 0 picks a free port."""
+def make_server(master, address, port, token=None, seed_only=False):
+    """A ThreadingHTTPServer serving ``master`` (an engine.Master); ``port`` 0 picks a free port. ``seed_only``
+    answers only the seed's endpoint list (404 for the extras), as a master that has nothing more would."""
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "emp-master/1"
@@ -109,10 +115,14 @@ def make_server(master, address, port, token=None):
             ("POST", "slaves/report"): lambda: m.report(body),
         }
         handler = table.get((method, path))
+        if seed_only and (method, path) not in SEED_ENDPOINTS:
+            handler = None
+        if seed_only and method == "POST" and path == "emp/run" and body.get("dry_run"):
+            raise EmpError("dry_run is not a parameter of this master's emp/run", 400)
         if handler is not None:
             return handler()
         match = NODE_RE.match(path)
-        if match and method == "GET":
+        if match and method == "GET" and not (seed_only and match.group(2) not in SEED_NODE_UNITS):
             node_id, unit = int(match.group(1)), match.group(2)
             if unit is None:
                 return m.node(node_id)
@@ -120,6 +130,8 @@ def make_server(master, address, port, token=None):
                 return m.node_links(node_id)
             if unit == "xbar":
                 return m.node_xbar(node_id)
+            if unit == "coordinate":
+                return m.node_coordinate(node_id)
             return m.node_unit(node_id, unit)
         raise EmpError("no endpoint %s %s" % (method, path), 404)
 

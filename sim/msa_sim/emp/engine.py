@@ -426,11 +426,38 @@ class Master:
         return {"routes_version": self.store.get("routes_version", 0), "entries": len(table),
                 "destinations_per_port": used, "table": table}
 
+    def node_coordinate(self, node_id):
+        """The node's place in the topology definition: its block, coordinate and the blocks above it."""
+        self.node(node_id)
+        expected = self.expected()
+        placed = expected.leaf_coordinates().get(node_id) if expected is not None else None
+        if placed is None:
+            return {"id": node_id, "block": None, "coordinate": None, "path": []}
+        block, coord = placed
+        parents = {m: b.name for b in expected.blocks.values() for c, m in b.members if isinstance(m, str)}
+        path = [block]
+        while path[-1] in parents:
+            path.append(parents[path[-1]])
+        return {"id": node_id, "block": block, "type": expected.blocks[block].type, "coordinate": list(coord),
+                "path": list(reversed(path))}
+
     def node_unit(self, node_id, unit):
+        """PCIe, VELO and RMA status from the node's state: the slave's last report (freshness, its links, the
+        routes version it installed, its EXTOLL interface counters) and the network state."""
         node = self.node(node_id)
-        slaves = {s["node_id"]: s for s in self.store.slaves()}
-        counters = (slaves.get(node_id) or {}).get("counters", {})
-        enabled = self.store.get("network")["up"] and node["state"] == "up"
+        slave = {s["node_id"]: s for s in self.store.slaves()}.get(node_id) or {}
+        ports = slave.get("ports") or {}
+        links_up = sorted(int(p) for p, info in ports.items() if info.get("state") == "up")
+        counters = slave.get("counters") or {}
+        version = self.store.get("routes_version", 0)
+        in_sync = node["state"] == "up" and slave.get("installed_version") == version and version > 0
         if unit == "pcie":
-            return {"state": "up" if node["state"] == "up" else "down", "width": 16, "speed": "8 GT/s"}
-        return {"unit": unit, "state": "enabled" if enabled else "disabled", "counters": counters}
+            return {"unit": "pcie", "state": "up" if node["state"] == "up" else "down",
+                    "device": "0x%s" % node["guid"][2:], "type": node["type"], "links_up": links_up,
+                    "last_report": slave.get("last_seen")}
+        enabled = bool(self.store.get("network")["up"] and in_sync and slave.get("network") == "up")
+        total = {key: sum(c.get(key, 0) for c in counters.values())
+                 for key in ("rx_packets", "tx_packets", "rx_bytes", "tx_bytes", "rx_dropped", "tx_dropped")}
+        return {"unit": unit, "state": "enabled" if enabled else "disabled", "routes_version": slave.get(
+                "installed_version"), "routes_in_sync": in_sync, "links_up": links_up, "counters": total,
+                "per_link": counters}

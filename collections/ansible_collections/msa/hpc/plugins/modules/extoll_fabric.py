@@ -17,6 +17,8 @@ description:
     (up to O(wait_timeout)) and reports what is missing; in O(mode=auto) it routes whatever was discovered
     with up*/down*, which is deadlock-free on any connected topology.
   - Check mode asks the master to compute the tables without installing them and reports what would change.
+  - Works against a master with only the seed's endpoint list (C(emp/run), C(emp/status), C(network/*), C(nodes));
+    the extras C(emp/topology) and C(emp/routes) (upload, dry run, table diff) are used when the master has them.
 version_added: "0.1.0"
 author:
   - msa.hpc maintainers (@msa-hpc)
@@ -203,6 +205,10 @@ links:
   returned: when state is discovered
   type: list
   elements: str
+seed_endpoints_only:
+  description: True when the master answers only the seed's endpoint list (no upload, dry run or table diff).
+  returned: when the master lacks the extra endpoints
+  type: bool
 table_changes:
   description: Number of routing table entries that changed (or would change in check mode).
   returned: when state is started
@@ -273,10 +279,48 @@ def _wait_for_run(client, params, sleep):
         sleep(0.2)
 
 
+def _extra(client, path):
+    """GET an endpoint beyond the seed's list; None when the master does not have it (HTTP 404)."""
+    try:
+        return client.get(path) or {}
+    except RestError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def started_seed_only(client, params, check_mode, mode, sleep):
+    """Against a master with only the seed's endpoints: it reads its topology definition itself (master.conf), so
+    there is nothing to upload or dry-run; a network that is up after a finished run is left alone."""
+    if params.get("topology_file") or params.get("topology"):
+        load_definition(params)  # still validated, with line numbers
+    status = client.get("emp/status") or {}
+    net = client.get("network/status") or {}
+    changed = not (net.get("status") == "up" and status.get("state") == "done")
+    if changed and not check_mode:
+        body = dict(_routing_options(params), mode=mode, timeout=params["wait_timeout"])
+        if params.get("routing"):
+            body["routing"] = params["routing"]
+        client.post("emp/run", body, lookup=send_again)
+        status = _wait_for_run(client, params, sleep)
+        if (client.get("network/status") or {}).get("status") != "up":
+            client.post("network/start", {}, lookup=send_again)
+    info = client.get("network/info") or {}
+    certificate = dict(status.get("summary") or (info.get("routing") or {}).get("summary") or {},
+                       algorithm=status.get("algorithm") or (info.get("routing") or {}).get("algorithm"))
+    return {"changed": changed, "status": "up" if check_mode else (client.get("network/status") or {}).get("status"),
+            "routing": certificate, "certificate": certificate, "dot": None, "table_changes": 0,
+            "seed_endpoints_only": True,
+            "diff": {"before": "network %s\n" % net.get("status"), "after": "network up\n"}}
+
+
 def started(client, params, check_mode, sleep=time.sleep):
     td = load_definition(params)
     mode = params.get("mode") or ("topology" if td is not None else "auto")
-    before_td = (client.get("emp/topology") or {}).get("td")
+    stored = _extra(client, "emp/topology")
+    if stored is None:
+        return started_seed_only(client, params, check_mode, mode, sleep)
+    before_td = stored.get("td")
     if td is None:
         td = before_td
     topology_changed = td is not None and td != before_td
