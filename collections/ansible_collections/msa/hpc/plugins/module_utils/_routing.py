@@ -280,7 +280,7 @@ def _direction_ports(fab):
     return dir_port, dim_of, wrap
 
 
-def route_dimension_order(fab, chunk=512):
+def route_dimension_order(fab, chunk=2048):
     """Dimension-order routing on a Mesh, Torus or Hypercube: correct dimension 0 first, then 1, …
 
     On a torus each dimension goes the shorter way round (ties: plus). Deadlock freedom on a torus needs two
@@ -291,26 +291,34 @@ def route_dimension_order(fab, chunk=512):
         raise RoutingError("DimensionOrder needs a fabric that is one Mesh, Torus or Hypercube with coordinates")
     n = fab.n
     dir_port = _direction_ports(fab)[0]
-    C = fab.coords.astype(np.int16)
+    C = fab.coords.astype(np.int64)
     port = np.full((n, n), -1, dtype=np.int8)
     torus = fab.kind == "Torus"
+    # Per block of source rows and dimension d: a lookup table (rows, extent) of the port towards each coordinate
+    # value of d (-1: same coordinate, -2: no link that way); the table row is gathered by the destinations'
+    # coordinates, and dimensions are laid over each other from the last to the first, so the first dimension that
+    # differs decides. int8 arrays only: a 32^3 torus is 1 GiB of table and a few row blocks of work space.
     for start in range(0, n, chunk):
         rows = slice(start, min(n, start + chunk))
-        undecided = np.ones((rows.stop - start, n), dtype=bool)
         block = port[rows]
-        for d, k in enumerate(fab.sizes):
-            cu, ct = C[rows, d][:, None], C[:, d][None, :]
+        for d in reversed(range(len(fab.sizes))):
+            k = fab.sizes[d]
+            values = np.arange(k)[None, :]
+            cu = C[rows, d][:, None]
             if torus:
-                delta = (ct - cu) % k
-                differ = delta != 0
+                delta = (values - cu) % k
                 plus = delta <= k // 2
             else:
-                differ = ct != cu
-                plus = ct > cu
-            sel = undecided & differ
-            choice = np.where(plus, dir_port[rows, d, 1][:, None], dir_port[rows, d, 0][:, None])
-            np.copyto(block, choice.astype(np.int8), where=sel)
-            undecided &= ~differ
+                delta = values - cu
+                plus = delta > 0
+            lut = np.where(plus, dir_port[rows, d, 1][:, None], dir_port[rows, d, 0][:, None])
+            lut = np.where(lut < 0, -2, lut)
+            lut = np.where(delta == 0, -1, lut).astype(np.int8)
+            cand = np.take(lut, C[:, d], axis=1)
+            if d == len(fab.sizes) - 1:
+                block[...] = cand
+            else:
+                np.copyto(block, cand, where=cand != -1)
     missing = (port < 0)
     missing[np.arange(n), np.arange(n)] = False
     if missing.any():
