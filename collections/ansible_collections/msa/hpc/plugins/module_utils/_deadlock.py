@@ -76,7 +76,7 @@ class _Rule:
         self.scheme = scheme
         n, P = fab.n, fab.P
         if scheme == "dateline":
-            _, dim_of, wrap = R._direction_ports(fab)
+            dim_of, wrap = R._direction_ports(fab)[1:]
             self.wrap_out = np.zeros((n, M.shape[2]), dtype=np.uint64)
             same_dim = np.zeros((len(fab.sizes), n, M.shape[2]), dtype=np.uint64)
             for q in range(P):

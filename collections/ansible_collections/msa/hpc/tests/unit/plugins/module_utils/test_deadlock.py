@@ -64,7 +64,7 @@ def reference_verdict(fab, port, scheme, vcs):
 
 def perturbed_table(fab, data, engine):
     port = R.compute(fab, engine).copy()
-    for _ in range(data.draw(st.integers(0, 3))):
+    for attempt in range(data.draw(st.integers(0, 3))):
         u = data.draw(st.integers(0, fab.n - 1))
         t = data.draw(st.integers(0, fab.n - 1))
         valid = np.nonzero(fab.nbr[u] >= 0)[0].tolist()
