@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import re
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .engine import EmpError
 
+log = logging.getLogger("emp.api")
 NODE_RE = re.compile(r"^nodes/(\d+)(?:/(link|xbar|pcie|velo|rma|coordinate))?$")
 # The endpoints seed 004 §2.1 lists; everything else this master answers is an extra a client must not rely on.
 SEED_ENDPOINTS = {("GET", "emp/getTD"), ("POST", "emp/run"), ("GET", "emp/status"), ("POST", "emp/discover"),
@@ -71,6 +73,9 @@ def make_server(master, address, port, token=None, seed_only=False):
                 result = route(method, path, self._body() if method in ("POST", "PUT") else {})
             except EmpError as exc:
                 return self._send(exc.status, {"error": {"message": str(exc)}})
+            except Exception as exc:  # a bug must answer 500 and be logged, not drop the client's connection
+                log.exception("%s /%s failed", method, path)
+                return self._send(500, {"error": {"message": "internal error: %s: %s" % (type(exc).__name__, exc)}})
             if isinstance(result, tuple):
                 return self._send(200, result[1], result[0])
             return self._send(200, result)

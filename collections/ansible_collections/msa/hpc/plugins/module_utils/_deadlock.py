@@ -43,8 +43,15 @@ def _words(n):
     return (n + 63) // 64
 
 
+# Set bits per byte value, for a numpy without bitwise_count (it came with 2.0; Debian 12's numpy is 1.24, and the
+# EMP master runs this code with the node's numpy).
+_BYTE_BITS = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+
 def _popcount(bits):
-    return int(np.bitwise_count(bits).sum(dtype=np.int64))
+    if hasattr(np, "bitwise_count"):
+        return int(np.bitwise_count(bits).sum(dtype=np.int64))
+    return int(_BYTE_BITS[np.ascontiguousarray(bits).view(np.uint8)].sum(dtype=np.int64))
 
 
 def port_masks(port, P, rows=2048):

@@ -152,3 +152,14 @@ def test_a_block_without_its_own_links_is_refused_by_name():
     fab = R.Fabric.from_topology(topo)
     with pytest.raises(R.RoutingError, match="block FS is not connected by its own links"):
         R.plan(fab, H.PER_BLOCK, compute_fn=H.engine(topo))
+
+
+def test_popcount_without_numpys_bitwise_count(monkeypatch):
+    """Debian 12's numpy (1.24, what the EMP master runs with) has no bitwise_count: the byte table counts the same."""
+    import numpy as np
+    words = np.random.default_rng(7).integers(0, 2 ** 63, size=(9, 4), dtype=np.uint64)
+    expected = sum(bin(int(w)).count("1") for w in words.ravel())
+    assert D._popcount(words) == expected
+    monkeypatch.delattr(np, "bitwise_count", raising=False)
+    assert D._popcount(words) == expected
+    assert D._popcount(words[:, 1:3]) == sum(bin(int(w)).count("1") for w in words[:, 1:3].ravel())
