@@ -10,7 +10,9 @@ IMAGE=${MSA_IMAGE:-localhost/msa-node:latest}
 BASE=localhost/msa-base:bookworm
 
 step "apt packages"
-PKGS=(mosquitto postgresql python3-psycopg2 podman runc netavark aardvark-dns debootstrap iproute2 iptables shellcheck python3-venv python3-dev gcc lua5.1 lua-busted git openssh-client rsync)
+# opensm, ibsim-utils, infiniband-diags, libumad2sim0: OpenSM under ibsim, the peer of tests/bench/bench_routing.py
+PKGS=(mosquitto postgresql python3-psycopg2 podman runc netavark aardvark-dns debootstrap iproute2 iptables shellcheck python3-venv python3-dev gcc lua5.1 lua-busted git openssh-client rsync
+      opensm ibsim-utils infiniband-diags libumad2sim0)
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
 if ((${#missing[@]})); then

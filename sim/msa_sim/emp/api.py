@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import re
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .engine import EmpError
 
-NODE_RE = re.compile(r"^nodes/(\d+)(?:/(link|xbar|pcie|velo|rma))?$")
+log = logging.getLogger("emp.api")
+NODE_RE = re.compile(r"^nodes/(\d+)(?:/(link|xbar|pcie|velo|rma|coordinate))?$")
+# The endpoints seed 004 §2.1 lists; everything else this master answers is an extra a client must not rely on.
+SEED_ENDPOINTS = {("GET", "emp/getTD"), ("POST", "emp/run"), ("GET", "emp/status"), ("POST", "emp/discover"),
+                  ("GET", "log"), ("GET", "network/status"), ("POST", "network/stop"), ("POST", "network/start"),
+                  ("GET", "network/info"), ("GET", "nodes"), ("POST", "slaves/report")}
+SEED_NODE_UNITS = (None, "link", "xbar", "pcie", "velo", "rma")
 
 
-def make_server(master, address, port, token=None):
-    """A ThreadingHTTPServer serving ``master`` (an engine.Master); ``port`` 0 picks a free port."""
+def make_server(master, address, port, token=None, seed_only=False):
+    """A ThreadingHTTPServer serving ``master`` (an engine.Master); ``port`` 0 picks a free port. ``seed_only``
+    answers only the seed's endpoint list (404 for the extras), as a master that has nothing more would."""
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "emp-master/1"
@@ -65,6 +73,9 @@ def make_server(master, address, port, token=None):
                 result = route(method, path, self._body() if method in ("POST", "PUT") else {})
             except EmpError as exc:
                 return self._send(exc.status, {"error": {"message": str(exc)}})
+            except Exception as exc:  # a bug must answer 500 and be logged, not drop the client's connection
+                log.exception("%s /%s failed", method, path)
+                return self._send(500, {"error": {"message": "internal error: %s: %s" % (type(exc).__name__, exc)}})
             if isinstance(result, tuple):
                 return self._send(200, result[1], result[0])
             return self._send(200, result)
@@ -86,7 +97,8 @@ def make_server(master, address, port, token=None):
             ("GET", "emp/getdot"): lambda: (text, m.store.get("routes_dot") or m.plan("UpDown", "auto")["dot"]),
             ("POST", "emp/run"): lambda: m.run(body.get("routing"), body.get("mode", "topology"),
                                                bool(body.get("dry_run")), body.get("timeout"),
-                                               body.get("td"), body.get("topology")),
+                                               body.get("td"), body.get("topology"), body.get("fallback"),
+                                               body.get("virtual_channels")),
             ("GET", "emp/status"): m.status,
             ("POST", "emp/discover"): lambda: _discover(m),
             ("GET", "emp/topology"): lambda: {"td": m.store.get("topology_td"),
@@ -95,6 +107,7 @@ def make_server(master, address, port, token=None):
             ("GET", "emp/routes"): lambda: {"version": m.store.get("routes_version", 0),
                                             "algorithm": m.store.get("routes_algorithm"),
                                             "summary": m.store.get("routes_summary"),
+                                            "certificate": m.store.get("routes_summary"),
                                             "tables": m.store.get("routes_tables") or {}},
             ("GET", "log"): lambda: (text, "\n".join(m.store.log_lines()) + "\n"),
             ("GET", "network/status"): m.network_status,
@@ -107,10 +120,14 @@ def make_server(master, address, port, token=None):
             ("POST", "slaves/report"): lambda: m.report(body),
         }
         handler = table.get((method, path))
+        if seed_only and (method, path) not in SEED_ENDPOINTS:
+            handler = None
+        if seed_only and method == "POST" and path == "emp/run" and body.get("dry_run"):
+            raise EmpError("dry_run is not a parameter of this master's emp/run", 400)
         if handler is not None:
             return handler()
         match = NODE_RE.match(path)
-        if match and method == "GET":
+        if match and method == "GET" and not (seed_only and match.group(2) not in SEED_NODE_UNITS):
             node_id, unit = int(match.group(1)), match.group(2)
             if unit is None:
                 return m.node(node_id)
@@ -118,6 +135,8 @@ def make_server(master, address, port, token=None):
                 return m.node_links(node_id)
             if unit == "xbar":
                 return m.node_xbar(node_id)
+            if unit == "coordinate":
+                return m.node_coordinate(node_id)
             return m.node_unit(node_id, unit)
         raise EmpError("no endpoint %s %s" % (method, path), 404)
 

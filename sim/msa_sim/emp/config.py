@@ -16,6 +16,10 @@ MASTER_DEFAULTS = {
     "slave_timeout": "5",           # a slave silent for longer is gone
     "routing": "",                  # default routing override (DimensionOrder, ShortestPath, UpDown)
     "updown_root": "",              # node id of the up*/down* root (default: lowest id)
+    "routing_fallback": "",         # engines tried in order when the routing cannot be made deadlock-free
+    "virtual_channels": "4",        # VCs per EXTOLL link the routing may use (the model offers 4)
+    "sweep_interval": "1",          # seconds between surveillance sweeps (0: no surveillance)
+    "sensor_dir": "/run/emp/sensors",  # fabric sensor files for the DCDB Pusher ('' : none)
 }
 
 SLAVE_DEFAULTS = {

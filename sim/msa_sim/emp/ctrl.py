@@ -19,7 +19,8 @@ COMMANDS = {
                 "start": ("POST", "network/start"), "stop": ("POST", "network/stop"), "listnodes": ("GET", "nodes"),
                 "missinglinks": ("GET", "network/missinglinks"), "missingnodes": ("GET", "network/missingnodes")},
     "node": {"status": ("GET", "nodes/{i}"), "link": ("GET", "nodes/{i}/link"), "xbar": ("GET", "nodes/{i}/xbar"),
-             "pcie": ("GET", "nodes/{i}/pcie"), "velo": ("GET", "nodes/{i}/velo"), "rma": ("GET", "nodes/{i}/rma")},
+             "pcie": ("GET", "nodes/{i}/pcie"), "velo": ("GET", "nodes/{i}/velo"), "rma": ("GET", "nodes/{i}/rma"),
+             "coordinate": ("GET", "nodes/{i}/coordinate")},
     "topology": {"load": ("PUT", "emp/topology"), "show": ("GET", "emp/topology")},
 }
 

@@ -6,6 +6,8 @@ import ipaddress
 import threading
 import time
 
+from ansible_collections.msa.hpc.plugins.module_utils import _deadlock as D
+from ansible_collections.msa.hpc.plugins.module_utils import _hierarchy as H
 from ansible_collections.msa.hpc.plugins.module_utils import _routing as R
 from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
 
@@ -30,6 +32,7 @@ class Master:
         self.lock = threading.RLock()
         self._generation = 0
         self._thread = None
+        self._plans = {}  # routing cache: (discovered topology, algorithm, options) -> (port, certificate)
         if conf.get("topology_file") and self.store.get("topology_td") is None:
             topo = T.load_td(conf["topology_file"])
             self.store.set(topology_td=T.to_td(topo), topology_source=conf["topology_file"])
@@ -139,15 +142,54 @@ class Master:
             return R.algorithm_name(self.conf["routing"])
         if mode == "auto" or expected is None:
             return "UpDown"
-        return expected.routing
+        return H.PER_BLOCK if H.is_hierarchical(expected) else expected.routing
 
-    def plan(self, routing=None, mode="auto", discovered=None, expected=None):
+    def routing_options(self, fallback=None, virtual_channels=None):
+        """``(fallback engines, VCs)`` of a request, else of master.conf; validated (field and value named)."""
+        if fallback is None:
+            fallback = [e for e in self.conf.get("routing_fallback", "").replace(",", " ").split() if e]
+        if not isinstance(fallback, list):
+            raise EmpError("fallback must be a list of routing algorithms, got %r" % (fallback,))
+        try:
+            fallback = [R.algorithm_name(e) for e in fallback]
+        except R.RoutingError as exc:
+            raise EmpError("fallback: %s" % exc)
+        vcs = virtual_channels if virtual_channels is not None else (self.conf.get("virtual_channels")
+                                                                     or D.MODEL_VCS)
+        try:
+            vcs = int(vcs)
+        except (TypeError, ValueError):
+            vcs = None
+        if vcs is None or not 1 <= vcs <= D.MODEL_VCS:
+            raise EmpError("virtual_channels must be an integer from 1 to %d (an EXTOLL link offers %d VCs in "
+                           "the model), got %r" % (D.MODEL_VCS, D.MODEL_VCS, virtual_channels))
+        return fallback, vcs
+
+    def _route(self, topo, algorithm, fallback, vcs, root):
+        """Tables and certificate of a topology, cached on the topology's .td text and the options."""
+        key = (T.to_td(topo), algorithm, tuple(fallback), vcs, root)
+        cached = self._plans.get(key)
+        if cached is not None:
+            return cached + (True,)
+        fab = R.Fabric.from_topology(topo)
+        run = H.engine(topo) if algorithm == H.PER_BLOCK else None
+        compute_fn = run if run is not None else (lambda f, name: R.compute(f, name, root))
+        port, cert = R.plan(fab, algorithm, root=root, fallback=fallback, vcs=vcs, compute_fn=compute_fn)
+        if run is not None and cert["algorithm"] == H.PER_BLOCK:
+            cert["blocks"] = run.algorithms
+        if len(self._plans) >= 4:
+            self._plans.pop(next(iter(self._plans)))
+        self._plans[key] = (fab, port, cert)
+        return fab, port, cert, False
+
+    def plan(self, routing=None, mode="auto", discovered=None, expected=None, fallback=None, virtual_channels=None):
         """Compute (without installing) tables for the discovered fabric: a dict with summary, tables, dot.
         ``expected`` replaces the stored topology definition for this computation only."""
         discovered = discovered if discovered is not None else self.discover(log=False)
         expected = expected if expected is not None else self.expected()
         comparison = T.compare(expected, discovered) if expected is not None else None
         algorithm = self._algorithm(routing, mode, expected)
+        fallback, vcs = self.routing_options(fallback, virtual_channels)
         if mode == "topology" and comparison is not None and (comparison["missing_nodes"]
                                                              or comparison["missing_links"]):
             # the definition is not there yet: a run would wait, so a plan has nothing to compute
@@ -157,14 +199,17 @@ class Master:
         topo = expected if comparison is not None and T.matches(comparison) else discovered
         if not topo.nodes:
             raise EmpError("no nodes discovered", 409)
-        fab = R.Fabric.from_topology(topo)
+        if algorithm == H.PER_BLOCK and topo is not expected:
+            algorithm = expected.routing if expected is not None else "UpDown"
         root = self.conf.get("updown_root") or None
         try:
-            port, summary = R.plan(fab, algorithm, root=int(root) if root else None)
+            fab, port, summary, cached = self._route(topo, algorithm, fallback, vcs, int(root) if root else None)
         except R.RoutingError as exc:
-            raise EmpError("routing %s failed: %s" % (algorithm, exc), 409)
+            raise EmpError("routing %s refused, nothing installed: %s" % (algorithm, exc), 409)
+        algorithm = summary["algorithm"]
         types = {nid: node.type for nid, node in topo.nodes.items()}
-        return {"algorithm": algorithm, "mode": mode, "summary": summary, "fabric": fab, "port": port,
+        return {"algorithm": algorithm, "mode": mode, "summary": summary, "certificate": summary, "cached": cached,
+                "fabric": fab, "port": port,
                 "tables": {str(k): {str(d): p for d, p in v.items()} for k, v in R.tables(fab, port).items()},
                 "dot": R.to_dot(fab, port, algorithm=algorithm, types=types), "comparison": comparison,
                 "topology": topo}
@@ -185,7 +230,18 @@ class Master:
             per_guid[by_id[src].guid] = entries
         return per_guid
 
-    def run(self, routing=None, mode="topology", dry_run=False, timeout=None, td=None, topology=None):
+    def install(self, plan, discovered, settings):
+        """Store a plan's tables as the next routes version (slaves fetch it with their next report); remember
+        the discovered fabric it was computed for and the run's settings, which surveillance re-routes with."""
+        version = self.store.get("routes_version", 0) + 1
+        self.store.save_routes(version, self._entries(plan, self.store.get("discovered_addresses") or {}))
+        self.store.set(routes_version=version, routes_tables=plan["tables"], routes_dot=plan["dot"],
+                       routes_summary=plan["summary"], routes_algorithm=plan["algorithm"],
+                       routes_fabric=T.to_td(discovered), surveyed_fabric=T.to_td(discovered), run_settings=settings)
+        return version
+
+    def run(self, routing=None, mode="topology", dry_run=False, timeout=None, td=None, topology=None,
+            fallback=None, virtual_channels=None):
         """emp/run: dry-run answers the plan at once; otherwise a background job discovers (in topology mode
         until the fabric matches the definition), computes, installs and waits for every slave's ack."""
         if mode not in MODES:
@@ -195,6 +251,7 @@ class Master:
                 R.algorithm_name(routing)
             except R.RoutingError as exc:
                 raise EmpError(str(exc))
+        options = self.routing_options(fallback, virtual_channels)
         if dry_run:
             expected = None
             try:
@@ -204,13 +261,13 @@ class Master:
                     expected = T.from_dict(topology, "<request>")
             except T.TopologyError as exc:
                 raise EmpError(str(exc))
-            plan = self.plan(routing, mode, expected=expected)
+            plan = self.plan(routing, mode, expected=expected, fallback=fallback, virtual_channels=virtual_channels)
             return {k: v for k, v in plan.items() if k not in ("fabric", "port", "topology")}
         with self.lock:
             self._generation += 1
             generation = self._generation
             self._set_status(state="starting", mode=mode, routing=routing, message="run requested")
-            self._thread = threading.Thread(target=self._job, args=(generation, routing, mode, timeout), daemon=True)
+            self._thread = threading.Thread(target=self._job, args=(generation, routing, mode, timeout, options), daemon=True)
             self._thread.start()
         return self.status()
 
@@ -219,7 +276,7 @@ class Master:
         status.update(fields, updated=self.clock())
         self.store.set(emp_status=status)
 
-    def _job(self, generation, routing, mode, timeout):
+    def _job(self, generation, routing, mode, timeout, options=(None, None)):
         start = self.clock()
         interval = float(self.conf["discovery_interval"])
         try:
@@ -240,15 +297,12 @@ class Master:
                     continue
                 break
             self._set_status(state="computing", message="computing routes", missing_nodes=[], missing_links=[])
-            plan = self.plan(routing, mode, discovered)
-            addresses = self.store.get("discovered_addresses") or {}
+            plan = self.plan(routing, mode, discovered, fallback=options[0], virtual_channels=options[1])
             with self.lock:
                 if generation != self._generation:
                     return
-                version = self.store.get("routes_version", 0) + 1
-                self.store.save_routes(version, self._entries(plan, addresses))
-                self.store.set(routes_version=version, routes_tables=plan["tables"], routes_dot=plan["dot"],
-                               routes_summary=plan["summary"], routes_algorithm=plan["algorithm"])
+                version = self.install(plan, discovered, {"routing": routing, "mode": mode, "fallback": options[0],
+                                                          "virtual_channels": options[1]})
             self._set_status(state="installing", version=version, algorithm=plan["algorithm"],
                              summary=plan["summary"], message="installing routing tables version %d" % version)
             self.store.log("routing %s computed for %d nodes (max %d hops, deadlock free: %s), version %d"
@@ -294,7 +348,7 @@ class Master:
         state = "up" if net["up"] else ("configured" if net["configured"] and not net.get("stopped") else
                                         "down" if net["configured"] else "un-configured")
         return {"status": state, "configured": net["configured"], "up": net["up"],
-                "routes_version": self.store.get("routes_version", 0)}
+                "routes_version": self.store.get("routes_version", 0), "fabric": self.store.get("fabric_state")}
 
     def network_start(self):
         net = self.store.get("network")
@@ -372,11 +426,38 @@ class Master:
         return {"routes_version": self.store.get("routes_version", 0), "entries": len(table),
                 "destinations_per_port": used, "table": table}
 
+    def node_coordinate(self, node_id):
+        """The node's place in the topology definition: its block, coordinate and the blocks above it."""
+        self.node(node_id)
+        expected = self.expected()
+        placed = expected.leaf_coordinates().get(node_id) if expected is not None else None
+        if placed is None:
+            return {"id": node_id, "block": None, "coordinate": None, "path": []}
+        block, coord = placed
+        parents = {m: b.name for b in expected.blocks.values() for c, m in b.members if isinstance(m, str)}
+        path = [block]
+        while path[-1] in parents:
+            path.append(parents[path[-1]])
+        return {"id": node_id, "block": block, "type": expected.blocks[block].type, "coordinate": list(coord),
+                "path": list(reversed(path))}
+
     def node_unit(self, node_id, unit):
+        """PCIe, VELO and RMA status from the node's state: the slave's last report (freshness, its links, the
+        routes version it installed, its EXTOLL interface counters) and the network state."""
         node = self.node(node_id)
-        slaves = {s["node_id"]: s for s in self.store.slaves()}
-        counters = (slaves.get(node_id) or {}).get("counters", {})
-        enabled = self.store.get("network")["up"] and node["state"] == "up"
+        slave = {s["node_id"]: s for s in self.store.slaves()}.get(node_id) or {}
+        ports = slave.get("ports") or {}
+        links_up = sorted(int(p) for p, info in ports.items() if info.get("state") == "up")
+        counters = slave.get("counters") or {}
+        version = self.store.get("routes_version", 0)
+        in_sync = node["state"] == "up" and slave.get("installed_version") == version and version > 0
         if unit == "pcie":
-            return {"state": "up" if node["state"] == "up" else "down", "width": 16, "speed": "8 GT/s"}
-        return {"unit": unit, "state": "enabled" if enabled else "disabled", "counters": counters}
+            return {"unit": "pcie", "state": "up" if node["state"] == "up" else "down",
+                    "device": "0x%s" % node["guid"][2:], "type": node["type"], "links_up": links_up,
+                    "last_report": slave.get("last_seen")}
+        enabled = bool(self.store.get("network")["up"] and in_sync and slave.get("network") == "up")
+        total = {key: sum(c.get(key, 0) for c in counters.values())
+                 for key in ("rx_packets", "tx_packets", "rx_bytes", "tx_bytes", "rx_dropped", "tx_dropped")}
+        return {"unit": unit, "state": "enabled" if enabled else "disabled", "routes_version": slave.get(
+                "installed_version"), "routes_in_sync": in_sync, "links_up": links_up, "counters": total,
+                "per_link": counters}

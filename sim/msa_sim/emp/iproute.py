@@ -48,6 +48,15 @@ def operstate(name):
         return "absent"
 
 
+def ifindex(name):
+    """The interface's index (None when it is gone): a re-created interface has a new one."""
+    try:
+        with open("/sys/class/net/%s/ifindex" % name) as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return None
+
+
 def counters(name):
     base = "/sys/class/net/%s/statistics/" % name
     out = {}

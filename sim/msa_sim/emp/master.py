@@ -11,6 +11,7 @@ import threading
 from . import config
 from .api import make_server
 from .engine import Master
+from .monitor import Monitor
 from .store import Store
 
 
@@ -40,6 +41,9 @@ def main(argv=None):
             if master.wait(timeout=float("inf")).get("state") == "done":
                 master.network_start()
         threading.Thread(target=auto, daemon=True).start()
+    if float(conf["sweep_interval"]) > 0:
+        monitor = Monitor(master, conf["sweep_interval"], conf["sensor_dir"])
+        threading.Thread(target=monitor.run, daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     try:
         server.serve_forever()

@@ -34,16 +34,22 @@ class Hello:
         self.hold = 3 * interval
         self.neighbours = {}  # port → (peer guid, peer port, time heard)
         self.sockets = {}     # port → socket
+        self.ifindex = {}     # port → index of the interface its socket is bound to
         self.stop = threading.Event()
         self.lock = threading.Lock()
 
     def _sync_sockets(self):
-        present = iproute.ports(self.prefix)
+        """One socket per ext<port>, bound to the interface's current index: a link re-cabled under the same
+        name (the neighbour was power-cycled) is a new interface, and a socket bound to the old one hears nothing."""
+        present = {port: (name, iproute.ifindex(name)) for port, name in iproute.ports(self.prefix).items()}
         for port in list(self.sockets):
-            if port not in present:
+            if port not in present or present[port][1] != self.ifindex.get(port):
                 self.sockets.pop(port).close()
-        for port, name in present.items():
-            if port not in self.sockets:
+                self.ifindex.pop(port, None)
+                with self.lock:
+                    self.neighbours.pop(port, None)
+        for port, (name, index) in present.items():
+            if port not in self.sockets and index is not None:
                 try:
                     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE))
                     sock.bind((name, ETHERTYPE))
@@ -51,6 +57,7 @@ class Hello:
                 except OSError:
                     continue
                 self.sockets[port] = sock
+                self.ifindex[port] = index
 
     def _send(self):
         for port, sock in list(self.sockets.items()):

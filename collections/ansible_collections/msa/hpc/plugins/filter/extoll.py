@@ -2,13 +2,15 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
-"""Filters msa.hpc.extoll_td, msa.hpc.extoll_node_ids and msa.hpc.extoll_route (EXTOLL topology of the inventory)."""
+"""Filters msa.hpc.extoll_td, msa.hpc.extoll_node_ids, msa.hpc.extoll_route and msa.hpc.extoll_slurm_topology
+(EXTOLL topology of the inventory)."""
 
 import ipaddress
 import math
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.msa.hpc.plugins.module_utils import _slurm_topology as ST
 from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
 
 
@@ -145,6 +147,19 @@ def extoll_route(tables, td, src, dst):
     return path
 
 
+def extoll_slurm_topology(hosts, hostvars, topology, fabric="extoll", slurm_nodes=(), leaf_size=4):
+    """Slurm topology.conf (topology/tree) for ``slurm_nodes``: the fabric's Slurm nodes grouped by its blocks
+    and coordinates (see _slurm_topology), the other Slurm nodes under a switch of their own."""
+    topo, ids = build(hosts, hostvars, topology, fabric)
+    wanted = set(slurm_nodes or [])
+    on_fabric = {node_id: host for host, node_id in ids.items() if host in wanted}
+    try:
+        return ST.tree(topo, on_fabric, sorted(wanted - set(on_fabric.values())), leaf_size)
+    except ValueError as exc:
+        raise AnsibleFilterError("extoll_slurm_topology: %s" % exc)
+
+
 class FilterModule:
     def filters(self):
-        return {"extoll_td": extoll_td, "extoll_node_ids": extoll_node_ids, "extoll_route": extoll_route}
+        return {"extoll_td": extoll_td, "extoll_node_ids": extoll_node_ids, "extoll_route": extoll_route,
+                "extoll_slurm_topology": extoll_slurm_topology}

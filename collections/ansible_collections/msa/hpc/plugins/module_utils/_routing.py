@@ -11,6 +11,7 @@ ALGORITHMS = {
     "dimensionorder": "DimensionOrder", "dimension_order": "DimensionOrder", "dor": "DimensionOrder",
     "shortestpath": "ShortestPath", "shortest_path": "ShortestPath",
     "updown": "UpDown", "up_down": "UpDown", "up*/down*": "UpDown",
+    "perblock": "PerBlock", "per_block": "PerBlock",
 }
 
 
@@ -26,7 +27,8 @@ def _need_numpy():
 def algorithm_name(name):
     key = str(name).replace("-", "_").lower()
     if key not in ALGORITHMS:
-        raise RoutingError("unknown routing algorithm %r (expected DimensionOrder, ShortestPath or UpDown)" % (name,))
+        raise RoutingError("unknown routing algorithm %r (expected DimensionOrder, ShortestPath, UpDown or "
+                           "PerBlock)" % (name,))
     return ALGORITHMS[key]
 
 
@@ -278,7 +280,7 @@ def _direction_ports(fab):
     return dir_port, dim_of, wrap
 
 
-def route_dimension_order(fab, chunk=512):
+def route_dimension_order(fab, chunk=2048):
     """Dimension-order routing on a Mesh, Torus or Hypercube: correct dimension 0 first, then 1, …
 
     On a torus each dimension goes the shorter way round (ties: plus). Deadlock freedom on a torus needs two
@@ -289,26 +291,34 @@ def route_dimension_order(fab, chunk=512):
         raise RoutingError("DimensionOrder needs a fabric that is one Mesh, Torus or Hypercube with coordinates")
     n = fab.n
     dir_port = _direction_ports(fab)[0]
-    C = fab.coords.astype(np.int16)
+    C = fab.coords.astype(np.int64)
     port = np.full((n, n), -1, dtype=np.int8)
     torus = fab.kind == "Torus"
+    # Per block of source rows and dimension d: a lookup table (rows, extent) of the port towards each coordinate
+    # value of d (-1: same coordinate, -2: no link that way); the table row is gathered by the destinations'
+    # coordinates, and dimensions are laid over each other from the last to the first, so the first dimension that
+    # differs decides. int8 arrays only: a 32^3 torus is 1 GiB of table and a few row blocks of work space.
     for start in range(0, n, chunk):
         rows = slice(start, min(n, start + chunk))
-        undecided = np.ones((rows.stop - start, n), dtype=bool)
         block = port[rows]
-        for d, k in enumerate(fab.sizes):
-            cu, ct = C[rows, d][:, None], C[:, d][None, :]
+        for d in reversed(range(len(fab.sizes))):
+            k = fab.sizes[d]
+            values = np.arange(k)[None, :]
+            cu = C[rows, d][:, None]
             if torus:
-                delta = (ct - cu) % k
-                differ = delta != 0
+                delta = (values - cu) % k
                 plus = delta <= k // 2
             else:
-                differ = ct != cu
-                plus = ct > cu
-            sel = undecided & differ
-            choice = np.where(plus, dir_port[rows, d, 1][:, None], dir_port[rows, d, 0][:, None])
-            np.copyto(block, choice.astype(np.int8), where=sel)
-            undecided &= ~differ
+                delta = values - cu
+                plus = delta > 0
+            lut = np.where(plus, dir_port[rows, d, 1][:, None], dir_port[rows, d, 0][:, None])
+            lut = np.where(lut < 0, -2, lut)
+            lut = np.where(delta == 0, -1, lut).astype(np.int8)
+            cand = np.take(lut, C[:, d], axis=1)
+            if d == len(fab.sizes) - 1:
+                block[...] = cand
+            else:
+                np.copyto(block, cand, where=cand != -1)
     missing = (port < 0)
     missing[np.arange(n), np.arange(n)] = False
     if missing.any():
@@ -325,6 +335,8 @@ def compute(fab, algorithm, root=None):
         return route_dimension_order(fab)
     if name == "ShortestPath":
         return route_shortest_path(fab)
+    if name == "PerBlock":
+        raise RoutingError("PerBlock routing needs the topology definition's blocks (_hierarchy.engine)")
     return route_updown(fab, root)
 
 
@@ -383,57 +395,6 @@ def hop_counts(fab, port):
 
 
 # -- channel dependency graph -------------------------------------------------------------------------
-def cdg_edges(fab, port, vcs=None):
-    """Edges (from channel, to channel) of the channel-dependency graph of a table.
-
-    Without ``vcs`` a channel is (node, port) = ``node * P + port`` and the dependencies follow directly from
-    the destination-based table. With ``vcs="dateline"`` (torus dimension-order) a channel is
-    ``(node * P + port) * 2 + vc``: a packet starts every dimension on VC 0 and moves to VC 1 on the ring's
-    wrap-around link (the dateline), so each ring's dependency cycle is cut; routes are walked for all
-    (src, dst) pairs at once to carry the VC along.
-    """
-    n, P = fab.n, fab.P
-    if vcs is None:
-        nxt = next_hops(fab, port)
-        u, t = np.nonzero((nxt >= 0) & (nxt != np.arange(n)[None, :]) & (port >= 0))
-        v = nxt[u, t]
-        q = port[v, t].astype(np.int64)
-        keep = q >= 0
-        first = u[keep].astype(np.int64) * P + port[u[keep], t[keep]]
-        second = v[keep].astype(np.int64) * P + q[keep]
-        edges = np.unique(first * (n * P) + second)
-        return n * P, edges // (n * P), edges % (n * P)
-    if vcs != "dateline":
-        raise RoutingError("unknown virtual-channel scheme %r" % (vcs,))
-    dim_of, wrap = _direction_ports(fab)[1:]
-    chans = n * P * 2
-    src, dst = np.nonzero(~np.eye(n, dtype=bool))
-    cur = src.astype(np.int64)
-    dst = dst.astype(np.int64)
-    vc = np.zeros_like(cur)
-    prev_dim = np.full_like(cur, -1)
-    prev_chan = np.full_like(cur, -1)
-    found = []
-    for hop in range(n):
-        if not cur.size:
-            break
-        p = port[cur, dst].astype(np.int64)
-        ok = p >= 0
-        cur, dst, vc, prev_dim, prev_chan, p = cur[ok], dst[ok], vc[ok], prev_dim[ok], prev_chan[ok], p[ok]
-        d = dim_of[cur, p]
-        vc = np.where(d == prev_dim, vc, 0)
-        vc = np.where(wrap[cur, p], 1, vc)
-        chan = (cur * P + p) * 2 + vc
-        has_prev = prev_chan >= 0
-        found.append(np.unique(prev_chan[has_prev] * chans + chan[has_prev]))
-        prev_chan, prev_dim = chan, d
-        cur = fab.nbr[cur, p].astype(np.int64)
-        active = cur != dst
-        cur, dst, vc, prev_dim, prev_chan = cur[active], dst[active], vc[active], prev_dim[active], prev_chan[active]
-    edges = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
-    return chans, edges // chans, edges % chans
-
-
 def acyclic(num, src, dst):
     """Kahn's algorithm over edge arrays, one frontier of zero in-degree vertices per numpy step.
     Returns ``(True, empty)`` or ``(False, vertices left on or behind a cycle)``."""
@@ -461,48 +422,42 @@ def acyclic(num, src, dst):
 
 
 def check_routes(fab, port, vcs=None, algorithm=None):
-    """Prove a table: every route reaches its destination without a loop, and the CDG is acyclic.
+    """Prove a table (see _deadlock.prove): every route reaches its destination, and the channel-dependency
+    graph on virtual channels is acyclic. ``vcs``: None (one VC), ``"dateline"`` or ``"layers"``.
 
-    Returns a summary ``{algorithm, nodes, links, reachable, unreachable_pairs, max_hops, avg_hops,
-    deadlock_free, virtual_channels, cdg_channels_on_cycles, problems}``.
+    Returns the certificate with the summary keys ``algorithm, nodes, links, deadlock_free, virtual_channels``.
     """
+    from ansible_collections.msa.hpc.plugins.module_utils import _deadlock as D
     _need_numpy()
-    n = fab.n
-    problems = []
-    hops, reached = hop_counts(fab, port)
-    bad = np.argwhere(~reached)
-    for i, t in bad[:5]:
-        problems.append("route %d -> %d does not reach its destination" % (fab.ids[i], fab.ids[t]))
-    off = ~np.eye(n, dtype=bool)
-    good_hops = hops[reached & off]
-    deadlock_free, left = None, np.zeros(0)
-    if not bad.size:
-        num, s, d = cdg_edges(fab, port, vcs=vcs)
-        deadlock_free, left = acyclic(num, s, d)
-        if not deadlock_free:
-            problems.append("the channel-dependency graph has a cycle through %d channels%s"
-                            % (left.size, "" if vcs else " (without virtual channels)"))
-    return {
-        "algorithm": algorithm,
-        "nodes": int(n),
-        "links": int((fab.nbr >= 0).sum() // 2),
-        "reachable": bool(not bad.size),
-        "unreachable_pairs": int(bad.shape[0]),
-        "max_hops": int(good_hops.max()) if good_hops.size else 0,
-        "avg_hops": round(float(good_hops.mean()), 3) if good_hops.size else 0.0,
-        "deadlock_free": bool(deadlock_free) if deadlock_free is not None else False,
-        "virtual_channels": 2 if vcs == "dateline" else 1,
-        "cdg_channels_on_cycles": int(left.size),
-        "problems": problems,
-    }
+    cert = D.prove(fab, port, vcs or "single")
+    cert.update(algorithm=algorithm, nodes=int(fab.n), links=int((fab.nbr >= 0).sum() // 2))
+    return summary(cert)
 
 
-def plan(fab, algorithm, root=None):
-    """Compute and check a table: ``(port, summary)``; torus dimension-order is checked with dateline VCs."""
-    name = algorithm_name(algorithm)
-    port = compute(fab, name, root)
-    vcs = "dateline" if name == "DimensionOrder" and fab.kind == "Torus" else None
-    return port, check_routes(fab, port, vcs=vcs, algorithm=name)
+def summary(cert):
+    """The certificate plus the summary keys the EMP and the module report."""
+    cert["deadlock_free"] = bool(cert["acyclic"] and cert["reachable"])
+    cert["virtual_channels_available"] = cert["virtual_channels"]
+    cert["virtual_channels"] = cert["virtual_channels_used"]
+    return cert
+
+
+def plan(fab, algorithm, root=None, fallback=(), vcs=None, compute_fn=None):
+    """Compute a table and prove it deadlock-free: ``(port, certificate)``.
+
+    The routes of ``algorithm`` are spread over virtual channels when they need it (dateline or up*/down*
+    layers); when they cannot be, the engines of ``fallback`` are tried in order (OpenSM's ``-R a,b``).
+    Raises RoutingError (a _deadlock.Refused) naming every algorithm tried and the channels on its cycle.
+    """
+    from ansible_collections.msa.hpc.plugins.module_utils import _deadlock as D
+    _need_numpy()
+    engines = [algorithm_name(algorithm)] + [algorithm_name(e) for e in fallback or ()]
+    if compute_fn is None:
+        def compute_fn(f, name):
+            return compute(f, name, root)
+    port, cert = D.safe_plan(fab, list(dict.fromkeys(engines)), D.MODEL_VCS if vcs is None else vcs, root,
+                             compute=compute_fn)
+    return port, summary(cert)
 
 
 def tables(fab, port):

@@ -17,6 +17,8 @@ description:
     (up to O(wait_timeout)) and reports what is missing; in O(mode=auto) it routes whatever was discovered
     with up*/down*, which is deadlock-free on any connected topology.
   - Check mode asks the master to compute the tables without installing them and reports what would change.
+  - Works against a master with only the seed's endpoint list (C(emp/run), C(emp/status), C(network/*), C(nodes));
+    the extras C(emp/topology) and C(emp/routes) (upload, dry run, table diff) are used when the master has them.
 version_added: "0.1.0"
 author:
   - msa.hpc maintainers (@msa-hpc)
@@ -53,9 +55,25 @@ options:
         C(type) and C(dims) for a regular Mesh, Torus or Hypercube.
     type: dict
   routing:
-    description: Routing algorithm to use instead of the one the definition names.
+    description:
+      - Routing algorithm to use instead of the one the definition names. Without it, a definition with
+        several C(topology) blocks is routed per block (V(PerBlock)) - each block by its own algorithm, the
+        parent's between blocks.
     type: str
-    choices: [DimensionOrder, ShortestPath, UpDown]
+    choices: [DimensionOrder, ShortestPath, UpDown, PerBlock]
+  fallback:
+    description:
+      - Engines tried in order when the routing's tables cannot be made deadlock-free on the available virtual
+        channels (OpenSM's C(-R a,b)). Empty means refuse; nothing is installed then.
+      - Omitted, the master's C(routing_fallback) applies.
+    type: list
+    elements: str
+  virtual_channels:
+    description:
+      - Virtual channels per EXTOLL link the routing may use (1 to 4; an EXTOLL link offers 4 in the model).
+        Routes that cycle are spread over them (torus datelines or up*/down* layers).
+      - Omitted, the master's C(virtual_channels) applies.
+    type: int
   mode:
     description:
       - V(topology) waits until the discovered fabric matches the definition, then routes with its algorithm.
@@ -158,11 +176,21 @@ unexpected_links:
   type: list
   elements: str
 routing:
-  description: Summary of the routing tables (computed, or installed in check mode's place).
+  description:
+    - Certificate of the routing tables (computed, or installed in check mode's place) - C(algorithm) (the
+      engine used), C(requested), C(scheme) (VC rule - single, dateline or layers), C(virtual_channels)
+      (used), C(virtual_channels_available), C(acyclic) (the channel-dependency graph on those VCs),
+      C(deadlock_free), C(channels), C(dependencies), C(max_hops), C(avg_hops), C(blocks) (per-block
+      algorithms) and C(attempts) (engines or schemes that failed, with the channels on their cycle).
   returned: when state is started
   type: dict
-  sample: {"algorithm": "DimensionOrder", "max_hops": 4, "avg_hops": 2.13, "deadlock_free": true,
-           "virtual_channels": 2, "nodes": 16}
+  sample: {"algorithm": "DimensionOrder", "scheme": "dateline", "max_hops": 4, "avg_hops": 2.13,
+           "acyclic": true, "deadlock_free": true, "virtual_channels": 2, "virtual_channels_available": 4,
+           "channels": 72, "dependencies": 104, "nodes": 16}
+certificate:
+  description: The same certificate as RV(routing).
+  returned: when state is started
+  type: dict
 dot:
   description: The fabric as a Graphviz graph.
   returned: when state is started
@@ -177,6 +205,10 @@ links:
   returned: when state is discovered
   type: list
   elements: str
+seed_endpoints_only:
+  description: True when the master answers only the seed's endpoint list (no upload, dry run or table diff).
+  returned: when the master lacks the extra endpoints
+  type: bool
 table_changes:
   description: Number of routing table entries that changed (or would change in check mode).
   returned: when state is started
@@ -214,6 +246,11 @@ def _table_lines(tables):
                    for s in sorted(tables, key=int) for d, p in sorted(tables[s].items(), key=lambda e: int(e[0])))
 
 
+def _routing_options(params):
+    """Only the options given: a master that predates them (the seed's endpoint list) is not sent them."""
+    return {k: params[k] for k in ("fallback", "virtual_channels") if params.get(k) is not None}
+
+
 def _wait_for_match(client, body, params, sleep):
     deadline = time.monotonic() + params["wait_timeout"]
     while True:
@@ -242,16 +279,55 @@ def _wait_for_run(client, params, sleep):
         sleep(0.2)
 
 
+def _extra(client, path):
+    """GET an endpoint beyond the seed's list; None when the master does not have it (HTTP 404)."""
+    try:
+        return client.get(path) or {}
+    except RestError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def started_seed_only(client, params, check_mode, mode, sleep):
+    """Against a master with only the seed's endpoints: it reads its topology definition itself (master.conf), so
+    there is nothing to upload or dry-run; a network that is up after a finished run is left alone."""
+    if params.get("topology_file") or params.get("topology"):
+        load_definition(params)  # still validated, with line numbers
+    status = client.get("emp/status") or {}
+    net = client.get("network/status") or {}
+    changed = not (net.get("status") == "up" and status.get("state") == "done")
+    if changed and not check_mode:
+        body = dict(_routing_options(params), mode=mode, timeout=params["wait_timeout"])
+        if params.get("routing"):
+            body["routing"] = params["routing"]
+        client.post("emp/run", body, lookup=send_again)
+        status = _wait_for_run(client, params, sleep)
+        if (client.get("network/status") or {}).get("status") != "up":
+            client.post("network/start", {}, lookup=send_again)
+    info = client.get("network/info") or {}
+    certificate = dict(status.get("summary") or (info.get("routing") or {}).get("summary") or {},
+                       algorithm=status.get("algorithm") or (info.get("routing") or {}).get("algorithm"))
+    return {"changed": changed, "status": "up" if check_mode else (client.get("network/status") or {}).get("status"),
+            "routing": certificate, "certificate": certificate, "dot": None, "table_changes": 0,
+            "seed_endpoints_only": True,
+            "diff": {"before": "network %s\n" % net.get("status"), "after": "network up\n"}}
+
+
 def started(client, params, check_mode, sleep=time.sleep):
     td = load_definition(params)
     mode = params.get("mode") or ("topology" if td is not None else "auto")
-    before_td = (client.get("emp/topology") or {}).get("td")
+    stored = _extra(client, "emp/topology")
+    if stored is None:
+        return started_seed_only(client, params, check_mode, mode, sleep)
+    before_td = stored.get("td")
     if td is None:
         td = before_td
     topology_changed = td is not None and td != before_td
     before_routes = client.get("emp/routes") or {}
     before_net = client.get("network/status") or {}
     body = {"dry_run": True, "mode": mode, "routing": params.get("routing"), "td": td}
+    body.update(_routing_options(params))
     plan = _wait_for_match(client, body, params, sleep)
     after_tables = plan["tables"]
     changes = table_changes(before_routes.get("tables") or {}, after_tables)
@@ -264,14 +340,15 @@ def started(client, params, check_mode, sleep=time.sleep):
         if routes_changed:
             # The EMP master's POSTs set a state (run, network start/stop, discover): sending one again whose
             # answer was lost cannot duplicate anything.
-            client.post("emp/run", {"mode": mode, "routing": params.get("routing"),
-                                    "timeout": params["wait_timeout"]}, lookup=send_again)
+            client.post("emp/run", dict(_routing_options(params), mode=mode, routing=params.get("routing"),
+                                        timeout=params["wait_timeout"]), lookup=send_again)
             _wait_for_run(client, params, sleep)
         if start_network:
             client.post("network/start", {}, lookup=send_again)
     status = "up" if check_mode else (client.get("network/status") or {}).get("status")
+    certificate = dict(plan["summary"], algorithm=plan["algorithm"])
     result = {"changed": topology_changed or routes_changed or start_network, "status": status,
-              "routing": dict(plan["summary"], algorithm=plan["algorithm"]), "dot": plan["dot"],
+              "routing": certificate, "certificate": certificate, "dot": plan["dot"],
               "table_changes": len(changes)}
     result.update({k: (plan.get("comparison") or {}).get(k, []) for k in COMPARISON_KEYS})
     result["diff"] = {"before": (before_td or "") + _table_lines(before_routes.get("tables") or {}),
@@ -330,7 +407,9 @@ def main():
             state=dict(type="str", default="started", choices=["started", "stopped", "discovered"]),
             topology_file=dict(type="path"),
             topology=dict(type="dict"),
-            routing=dict(type="str", choices=["DimensionOrder", "ShortestPath", "UpDown"]),
+            routing=dict(type="str", choices=["DimensionOrder", "ShortestPath", "UpDown", "PerBlock"]),
+            fallback=dict(type="list", elements="str"),
+            virtual_channels=dict(type="int"),
             mode=dict(type="str", choices=["auto", "topology"]),
             wait_timeout=dict(type="int", default=300),
             poll_interval=dict(type="float", default=2.0),

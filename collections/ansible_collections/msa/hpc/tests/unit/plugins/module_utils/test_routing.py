@@ -125,7 +125,7 @@ def test_torus_dimension_order_needs_the_dateline_virtual_channels():
     port = R.route_dimension_order(fab)
     without = R.check_routes(fab, port)
     with_vcs = R.check_routes(fab, port, vcs="dateline")
-    assert not without["deadlock_free"] and without["cdg_channels_on_cycles"] > 0
+    assert not without["deadlock_free"] and len(without["cycle"]) == 4
     assert with_vcs["deadlock_free"] and with_vcs["virtual_channels"] == 2
 
 
@@ -172,8 +172,10 @@ def test_figure3_routes_with_updown_and_reports_shortest_path_deadlock_risk():
     assert R.route(fab, port, 1, 1) == [1]
     assert R.route(fab, port, 19, 129)[0] == 19 and R.route(fab, port, 19, 129)[-1] == 129
     assert R.next_hop(fab, port, 1, 2) == 2
-    sp = R.plan(fab, "ShortestPath")[1]
-    assert sp["reachable"] and not sp["deadlock_free"]
+    sp = R.check_routes(fab, R.route_shortest_path(fab))
+    assert sp["reachable"] and not sp["deadlock_free"] and sp["cycle"]
+    layered = R.plan(fab, "ShortestPath")[1]
+    assert layered["deadlock_free"] and layered["scheme"] == "layers" and layered["virtual_channels"] >= 2
     with pytest.raises(R.RoutingError, match="DimensionOrder needs"):
         R.plan(fab, "DimensionOrder")
 

@@ -1,0 +1,352 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Deadlock-freedom proofs of EXTOLL routing tables on virtual channels, as bitset array passes.
+
+The model (docs/extoll_routing.md): every EXTOLL link offers ``MODEL_VCS`` = 4 virtual channels. A table is
+destination based (``port[u, t]``); the VC a packet uses on its next hop is chosen at each node from the VC it
+arrived on, the link it arrived on and the link it leaves on, by one of three local rules (schemes):
+
+* ``single``: one VC, nothing changes.
+* ``dateline``: torus dimension order; a packet enters every dimension on VC 0 and moves to VC 1 when it crosses
+  the ring's wrap-around link (the dateline).
+* ``layers``: up*/down* layering (LASH/DFSSSP style, over the up*/down* order of a BFS from a root): a packet
+  starts on VC 0 and moves up one VC at each turn up*/down* forbids (arrived on a down link, leaves on an up
+  link). Within one VC only legal turns remain, so any table fits in ``1 + max forbidden turns`` VCs.
+
+The proof does not trust the rule: it computes, for every (channel, VC) a packet can actually hold, the
+dependencies of the table (all destinations at once, destinations as bits of uint64 words), builds the
+channel-dependency graph over (node, port, VC) and checks it for cycles with Kahn's algorithm. It also checks
+that every route ends at its destination (a reverse BFS over the table) and counts hops.
+"""
+from __future__ import annotations
+
+from ansible_collections.msa.hpc.plugins.module_utils import _routing as R
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover - the sanity import test runs without numpy
+    np = None
+
+MODEL_VCS = 4
+SCHEMES = ("single", "dateline", "layers")
+ALL = np.uint64(0xFFFFFFFFFFFFFFFF) if np is not None else None
+
+
+class Refused(R.RoutingError):
+    """No table of the requested engines is deadlock-free on the VCs available; ``attempts`` says why."""
+
+    def __init__(self, message, attempts):
+        super().__init__(message)
+        self.attempts = attempts
+
+
+def _words(n):
+    return (n + 63) // 64
+
+
+# Set bits per byte value, for a numpy without bitwise_count (it came with 2.0; Debian 12's numpy is 1.24, and the
+# EMP master runs this code with the node's numpy).
+_BYTE_BITS = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+
+def _popcount(bits):
+    if hasattr(np, "bitwise_count"):
+        return int(np.bitwise_count(bits).sum(dtype=np.int64))
+    return int(_BYTE_BITS[np.ascontiguousarray(bits).view(np.uint8)].sum(dtype=np.int64))
+
+
+def port_masks(port, P, rows=2048):
+    """``M[p]``: (n+1, W) bitsets of the destinations t that node u sends out of port p (row n is zero)."""
+    n = port.shape[0]
+    W = _words(n)
+    M = np.zeros((P, n + 1, W), dtype=np.uint64)
+    pad = W * 64 - n
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        block = port[start:stop]
+        for p in range(P):
+            sel = block == p
+            if pad:
+                sel = np.pad(sel, ((0, 0), (0, pad)))
+            M[p, start:stop] = np.packbits(sel, axis=1, bitorder="little").view(np.uint64)
+    return M
+
+
+def _rowmask(flags):
+    return np.where(flags, ALL, np.uint64(0))[:, None]
+
+
+class _Rule:
+    """A VC rule: injection VCs and, for packets that arrive through port r, their next VC per out link.
+    Everything that depends only on (node, arrival port) is precomputed per port r."""
+
+    def __init__(self, fab, M, scheme, up=None):
+        self.scheme = scheme
+        n, P = fab.n, fab.P
+        if scheme == "dateline":
+            dim_of, wrap = R._direction_ports(fab)[1:]
+            self.wrap_out = np.zeros((n, M.shape[2]), dtype=np.uint64)
+            same_dim = np.zeros((len(fab.sizes), n, M.shape[2]), dtype=np.uint64)
+            for q in range(P):
+                self.wrap_out |= M[q, :n] & _rowmask(wrap[:, q])
+                for d in range(len(fab.sizes)):
+                    same_dim[d] |= M[q, :n] & _rowmask((dim_of[:, q] == d) & ~wrap[:, q])
+            # same[r]: destinations a packet that came in through r keeps its VC for (same ring, no dateline)
+            self.same = [same_dim[np.where(dim_of[:, r] < 0, 0, dim_of[:, r]), np.arange(n)]
+                         & _rowmask(dim_of[:, r] >= 0) for r in range(P)]
+            self.other = [~(self.same[r] | self.wrap_out) for r in range(P)]
+        elif scheme == "layers":
+            up_out = np.zeros((n, M.shape[2]), dtype=np.uint64)
+            for q in range(P):
+                up_out |= M[q, :n] & _rowmask(up[:, q])
+            # escalate[r]: destinations a packet that came down through r must leave on an up link for
+            self.escalate = [up_out & _rowmask(up[:, r]) for r in range(P)]
+
+    def inject(self, bits):
+        """VC per injected packet (bits: all pairs u != t)."""
+        if self.scheme == "dateline":
+            return [(0, bits & ~self.wrap_out), (1, bits & self.wrap_out)]
+        return [(0, bits)]
+
+    def turn(self, arrived, r, k):
+        """``[(k', bits)]`` for packets on VC k that arrived at each node through its port r."""
+        if self.scheme == "single":
+            return [(k, arrived)]
+        if self.scheme == "dateline":
+            return [(k, arrived & self.same[r]), (1, arrived & self.wrap_out), (0, arrived & self.other[r])]
+        escalate = arrived & self.escalate[r]
+        return [(k, arrived ^ escalate), (k + 1, escalate)]
+
+
+def _senders(fab):
+    """Per port r of every node v: the neighbour w behind it (row n when unused) and w's port p."""
+    n = fab.n
+    w = np.where(fab.nbr < 0, n, fab.nbr).astype(np.int64)
+    p = np.where(fab.nbr < 0, 0, fab.nbr_port).astype(np.int64)
+    return w, p
+
+
+def _incoming(M, ident, senders, P):
+    """``incoming[r]``: (n, words) destinations the neighbour behind port r sends to this node (not for it)."""
+    w_of, p_of = senders
+    return [M[p_of[:, r], w_of[:, r]] & ~ident for r in range(P)]
+
+
+def _chunk_bits(n, c0, c1):
+    """``(identity, all pairs u != t)`` for the destinations of words c0..c1 (rows 0..n-1)."""
+    ident = np.zeros((n, c1 - c0), dtype=np.uint64)
+    t = np.arange(c0 * 64, min(n, c1 * 64))
+    ident[t, t // 64 - c0] = np.left_shift(np.uint64(1), (t % 64).astype(np.uint64))
+    every = np.full((n, c1 - c0), ALL, dtype=np.uint64)
+    if c1 * 64 > n:
+        every[:, -1] = np.uint64((1 << (n % 64)) - 1)
+    return ident, every & ~ident
+
+
+def reachability(fab, M, ident, c0=0):
+    """Reverse BFS over the table from the destinations of one word chunk of M:
+    ``(unreached pairs, max hops, total hops, first unreached (u, t) or None)``."""
+    n, P = fab.n, fab.P
+    nbr = np.where(fab.nbr < 0, n, fab.nbr)
+    visited = np.zeros((n + 1, M.shape[2]), dtype=np.uint64)
+    visited[:n] = ident
+    frontier = visited.copy()
+    level = total = 0
+    while True:
+        nxt = np.zeros_like(frontier)
+        for p in range(P):
+            nxt[:n] |= M[p, :n] & frontier[nbr[:, p]]
+        nxt &= ~visited
+        if not nxt.any():
+            break
+        level += 1
+        total += level * _popcount(nxt)
+        visited |= nxt
+        frontier = nxt
+    missing = _chunk_bits(n, c0, c0 + M.shape[2])[1] & ~visited[:n]
+    first = None
+    if missing.any():
+        u, word = np.argwhere(missing)[0]
+        value = int(missing[u, word])
+        first = (int(u), (int(word) + c0) * 64 + (value & -value).bit_length() - 1)
+    return _popcount(missing), level, total, first
+
+
+def _propagate(fab, M, rule, K, ident, every, senders):
+    """VCs packets can hold: ``occupied[k]`` (n+1, words) bits of (node, destination) on VC k; VC K = overflow."""
+    n, P = fab.n, fab.P
+    w_of = senders[0]
+    incoming = _incoming(M, ident, senders, P)
+    occupied = np.zeros((K + 1, n + 1, M.shape[2]), dtype=np.uint64)
+    frontier = np.zeros_like(occupied)
+    for k, bits in rule.inject(every):
+        frontier[k, :n] |= bits
+    occupied |= frontier
+    while frontier[:K].any():
+        new = np.zeros_like(frontier)
+        for k in range(K):
+            if not frontier[k].any():
+                continue
+            for r in range(P):
+                arrived = frontier[k][w_of[:, r]]
+                arrived &= incoming[r]
+                for k2, bits in rule.turn(arrived, r, k):
+                    new[min(k2, K), :n] |= bits
+        new &= ~occupied
+        occupied |= new
+        frontier = new
+    return occupied
+
+
+def _dependencies(fab, M, rule, K, ident, occupied, senders, edges):
+    """Mark ``edges[k, r, k2, q, v]``: a packet on VC k arriving at v through r leaves through q on VC k2."""
+    P = fab.P
+    w_of = senders[0]
+    incoming = _incoming(M, ident, senders, P)
+    for k in range(K):
+        if not occupied[k].any():
+            continue
+        for r in range(P):
+            arrived = occupied[k][w_of[:, r]] & incoming[r]
+            for k2, bits in rule.turn(arrived, r, k):
+                if k2 >= K or not bits.any():
+                    continue
+                for q in range(P):
+                    edges[k, r, k2, q] |= (bits & M[q, :fab.n]).any(axis=1)
+
+
+def _find_cycle(num, src, dst, left):
+    """One cycle among the vertices Kahn's algorithm could not remove (walks predecessors until one repeats)."""
+    inside = np.zeros(num, dtype=bool)
+    inside[left] = True
+    keep = inside[src] & inside[dst]
+    pred = {}
+    for a, b in zip(src[keep].tolist(), dst[keep].tolist()):
+        pred.setdefault(b, a)
+    seen, order = {}, []
+    x = int(left[0])
+    while x not in seen:
+        seen[x] = len(order)
+        order.append(x)
+        x = pred[x]
+    cycle = order[seen[x]:]
+    cycle.reverse()
+    return cycle
+
+
+def prove(fab, port, scheme="single", vcs=MODEL_VCS, root=None, M=None, max_cycle=12):
+    """Certificate of one table under one VC scheme (see the module doc).
+
+    Returns ``{scheme, virtual_channels, virtual_channels_used, acyclic, reachable, unreachable_pairs,
+    channels, dependencies, max_hops, avg_hops, cycle, problems}``; ``cycle`` names the (node, port, VC)
+    channels of one dependency cycle when there is one.
+    """
+    if scheme not in SCHEMES:
+        raise R.RoutingError("unknown virtual-channel scheme %r (expected %s)" % (scheme, ", ".join(SCHEMES)))
+    n, P = fab.n, fab.P
+    if M is None:
+        M = port_masks(port, P)
+    cert = {"scheme": scheme, "virtual_channels": int(vcs), "problems": [], "cycle": []}
+    W = M.shape[2]
+    step = max(1, min(W, (1 << 22) // max(1, n)))  # destination words per chunk: ~32 MiB per bitset array
+    chunks = [(c0, min(W, c0 + step)) for c0 in range(0, W, step)]
+    unreached = max_hops = total = 0
+    first = None
+    for c0, c1 in chunks:
+        Mc = np.ascontiguousarray(M[:, :, c0:c1])
+        miss, level, hops, where = reachability(fab, Mc, _chunk_bits(n, c0, c1)[0], c0)
+        unreached, max_hops, total = unreached + miss, max(max_hops, level), total + hops
+        first = first or where
+    cert.update(reachable=not unreached, unreachable_pairs=int(unreached), max_hops=int(max_hops),
+                avg_hops=round(total / max(1, n * (n - 1) - unreached), 3))
+    if unreached:
+        cert["problems"] += ["route %d -> %d does not reach its destination" % (fab.ids[first[0]], fab.ids[first[1]]),
+                             "%d pairs in all do not reach their destination" % unreached]
+        cert.update(acyclic=False, virtual_channels_used=0, channels=0, dependencies=0)
+        return cert
+    if scheme == "dateline" and (fab.coords is None or fab.kind != "Torus"):
+        raise R.RoutingError("the dateline scheme needs a torus with coordinates")
+    K = 1 if scheme == "single" else (2 if scheme == "dateline" else int(vcs))
+    if K > vcs:
+        cert.update(acyclic=False, virtual_channels_used=K, channels=0, dependencies=0)
+        cert["problems"].append("the %s scheme needs %d VCs, the links offer %d" % (scheme, K, vcs))
+        return cert
+    up = R.updown_orientation(fab, root)[0] if scheme == "layers" else None
+    senders = _senders(fab)
+    edges = np.zeros((K, P, K, P, n), dtype=bool)
+    used = np.zeros(K + 1, dtype=bool)
+    for c0, c1 in chunks:
+        Mc = np.ascontiguousarray(M[:, :, c0:c1])
+        rule = _Rule(fab, Mc, scheme, up)
+        ident, every = _chunk_bits(n, c0, c1)
+        occupied = _propagate(fab, Mc, rule, K, ident, every, senders)
+        used |= occupied.reshape(K + 1, -1).any(axis=1)
+        _dependencies(fab, Mc, rule, K, ident, occupied, senders, edges)
+        del occupied
+    overflow = bool(used[K])
+    k, r, k2, q, v = np.nonzero(edges)
+    w, p = senders[0][v, r], senders[1][v, r]
+    src = (w * P + p) * K + k
+    dst = (v * P + q) * K + k2
+    states = n * P * K
+    ok, left = R.acyclic(states, src, dst)
+    used = np.nonzero(used)[0]
+    cert.update(acyclic=bool(ok and not overflow), virtual_channels_used=int(used.max()) + 1 if used.size else 0,
+                channels=int(np.unique(np.concatenate([src, dst])).size) if src.size else 0,
+                dependencies=int(src.size))
+    if overflow:
+        cert["problems"].append("routes need more than %d VCs under the %s scheme" % (K, scheme))
+    if not ok:
+        cycle = _find_cycle(states, src, dst, left)
+        names = ["node %d port %d vc %d" % (fab.ids[c // K // P], (c // K) % P, c % K) for c in cycle]
+        cert["cycle"] = names[:max_cycle] + (["… %d more" % (len(names) - max_cycle)]
+                                             if len(names) > max_cycle else [])
+        cert["problems"].append("the channel-dependency graph on %d VC%s has a cycle through %d channels: %s"
+                                % (K, "s" if K > 1 else "", len(cycle), " -> ".join(cert["cycle"])))
+    return cert
+
+
+def schemes_for(fab, algorithm, vcs=MODEL_VCS):
+    """VC schemes worth trying for a table, fewest VCs first; torus dimension order starts with the dateline."""
+    out = []
+    if algorithm == "DimensionOrder" and fab.kind == "Torus" and fab.coords is not None and vcs >= 2:
+        out.append("dateline")
+    out.append("single")
+    if vcs >= 2:
+        out.append("layers")
+    return out
+
+
+def safe_plan(fab, engines, vcs=MODEL_VCS, root=None, compute=None):
+    """Route with the first engine of ``engines`` whose table can be proved deadlock-free on ``vcs`` VCs.
+
+    ``compute(fab, engine)`` returns the table (default: _routing.compute). Returns ``(port, certificate)``;
+    the certificate adds ``algorithm``, ``requested`` and ``attempts`` (every engine/scheme tried and why it
+    failed). Raises :class:`Refused` naming each algorithm and the channels on its cycle when none works.
+    """
+    if compute is None:
+        compute = R.compute
+    if not 1 <= int(vcs) <= MODEL_VCS:
+        raise R.RoutingError("virtual_channels must be between 1 and %d (an EXTOLL link offers %d in the model), "
+                             "got %r" % (MODEL_VCS, MODEL_VCS, vcs))
+    attempts = []
+    for engine in engines:
+        name = R.algorithm_name(engine)
+        try:
+            port = compute(fab, name)
+        except R.RoutingError as exc:
+            attempts.append({"algorithm": name, "scheme": None, "reason": str(exc)})
+            continue
+        M = port_masks(port, fab.P)
+        for scheme in schemes_for(fab, name, vcs):
+            cert = prove(fab, port, scheme, vcs, root, M=M)
+            if cert["acyclic"] and cert["reachable"]:
+                cert.update(algorithm=name, requested=R.algorithm_name(engines[0]), attempts=attempts,
+                            nodes=int(fab.n), links=int((fab.nbr >= 0).sum() // 2))
+                return port, cert
+            attempts.append({"algorithm": name, "scheme": scheme, "reason": "; ".join(cert["problems"]),
+                             "cycle": cert["cycle"]})
+            if not cert["reachable"]:
+                break
+    raise Refused("no deadlock-free routing on %d VC%s: %s" % (
+        vcs, "s" if vcs > 1 else "", "; ".join("%s%s: %s" % (a["algorithm"], " (%s)" % a["scheme"] if a["scheme"]
+                                                            else "", a["reason"]) for a in attempts)), attempts)
