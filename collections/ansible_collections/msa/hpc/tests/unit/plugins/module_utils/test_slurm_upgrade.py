@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Slurm's upgrade rules: at most two (three from 24.11) major releases per jump, no downgrade, dbd > ctld > d."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.msa.hpc.plugins.module_utils._slurm_upgrade import UpgradeError, parse, plan, releases_back
+
+DEB = "22.05.8-4+deb12u3"
+SYSTEM = {"mgmt01": {"slurmdbd": DEB, "slurmctld": DEB}, "cm01": {"slurmd": DEB}, "esb01": {"slurmd": DEB}}
+
+
+def test_versions_read_upstream_debian_and_epoch():
+    assert parse("22.05.8") == parse(DEB) == parse("1:22.05.8-1") == (7, 8)
+    assert parse("23.02.10~rc1") == (8, 10)
+
+
+@pytest.mark.parametrize("text", ["22.5.8", "22.05", "slurm-22.05.8", "", None, "99.01.1"])
+def test_unreadable_or_unknown_versions_are_refused_naming_the_field(text):
+    with pytest.raises(UpgradeError, match=r"^target="):
+        plan(SYSTEM, text)
+
+
+def test_one_and_two_releases_ahead_give_the_steps_in_slurms_order():
+    for target in ("23.02.7-1", "23.11.4"):
+        steps = plan(SYSTEM, target)
+        assert [s["daemon"] for s in steps] == ["slurmdbd", "slurmctld", "slurmd"]
+        assert steps[2]["hosts"] == ["cm01", "esb01"] and steps[0]["from"] == [DEB]
+
+
+def test_three_releases_ahead_is_refused_naming_the_release_to_go_through():
+    with pytest.raises(UpgradeError) as err:
+        plan(SYSTEM, "24.05.1")
+    assert "target=24.05.1" in str(err.value) and "3 major releases back" in str(err.value)
+    assert "upgrade through 23.11 first" in str(err.value)
+
+
+def test_from_24_11_three_releases_back_are_accepted():
+    assert releases_back("24.11.0") == 3 and releases_back("24.05.0") == 2
+    installed = {"mgmt01": {"slurmdbd": "24.11.1", "slurmctld": "24.11.1"}, "cm01": {"slurmd": "23.11.9"}}
+    assert [s["daemon"] for s in plan(installed, "25.05.0")] == ["slurmdbd", "slurmctld", "slurmd"]
+    with pytest.raises(UpgradeError, match="4 major releases back.*upgrade through 25.05 first"):
+        plan({"cm01": {"slurmd": "23.11.9"}}, "25.11.0")
+
+
+def test_a_downgrade_is_refused():
+    with pytest.raises(UpgradeError, match="newer; Slurm has no downgrade"):
+        plan(SYSTEM, "21.08.8")
+    with pytest.raises(UpgradeError, match="no downgrade"):
+        plan({"cm01": {"slurmd": "22.05.9"}}, "22.05.8")
+
+
+def test_a_daemon_already_at_the_target_has_no_step():
+    half = {"mgmt01": {"slurmdbd": "23.02.7", "slurmctld": "23.02.7"}, "cm01": {"slurmd": DEB}}
+    assert plan(half, "23.02.7") == [{"daemon": "slurmd", "package": "slurmd", "hosts": ["cm01"], "from": [DEB]}]
+    assert plan(SYSTEM, DEB) == []
+
+
+def test_a_system_whose_order_is_already_broken_is_refused():
+    broken = {"mgmt01": {"slurmdbd": DEB, "slurmctld": "23.02.7"}}
+    with pytest.raises(UpgradeError, match="slurmctld on mgmt01 has 23.02.7, newer than slurmdbd"):
+        plan(broken, "23.02.7")
+    # a newer micro release of one major is not a break: RPCs are compatible within a major
+    assert plan({"mgmt01": {"slurmdbd": "22.05.8", "slurmctld": "22.05.9"}}, "22.05.9")[0]["daemon"] == "slurmdbd"
+
+
+def test_unknown_daemons_are_refused():
+    with pytest.raises(UpgradeError, match=r"installed\[cm01\]: unknown daemon 'slurmrestd'"):
+        plan({"cm01": {"slurmrestd": DEB}}, DEB)
