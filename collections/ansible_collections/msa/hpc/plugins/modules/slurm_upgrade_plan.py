@@ -35,8 +35,8 @@ attributes:
 options:
   installed:
     description:
-      - The installed Slurm versions, host name to daemon (C(slurmdbd), C(slurmctld), C(slurmd)) to version, for
-        example C({mgmt01: {slurmctld: 22.05.8-4+deb12u3}}). Upstream (C(22.05.8)) and Debian versions are read.
+      - "The installed Slurm versions, host name to daemon (C(slurmdbd), C(slurmctld), C(slurmd)) to version, for
+        example C({mgmt01: {slurmctld: 22.05.8-4+deb12u3}}). Upstream (C(22.05.8)) and Debian versions are read."
     type: dict
     required: true
   target:
