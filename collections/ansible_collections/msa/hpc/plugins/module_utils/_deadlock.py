@@ -45,13 +45,15 @@ def _words(n):
 
 # Set bits per byte value, for a numpy without bitwise_count (it came with 2.0; Debian 12's numpy is 1.24, and the
 # EMP master runs this code with the node's numpy).
-_BYTE_BITS = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+_BYTE_BITS = []
 
 
 def _popcount(bits):
     if hasattr(np, "bitwise_count"):
         return int(np.bitwise_count(bits).sum(dtype=np.int64))
-    return int(_BYTE_BITS[np.ascontiguousarray(bits).view(np.uint8)].sum(dtype=np.int64))
+    if not _BYTE_BITS:
+        _BYTE_BITS.append(np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8))
+    return int(_BYTE_BITS[0][np.ascontiguousarray(bits).view(np.uint8)].sum(dtype=np.int64))
 
 
 def port_masks(port, P, rows=2048):
@@ -347,6 +349,6 @@ def safe_plan(fab, engines, vcs=MODEL_VCS, root=None, compute=None):
                              "cycle": cert["cycle"]})
             if not cert["reachable"]:
                 break
-    raise Refused("no deadlock-free routing on %d VC%s: %s" % (
-        vcs, "s" if vcs > 1 else "", "; ".join("%s%s: %s" % (a["algorithm"], " (%s)" % a["scheme"] if a["scheme"]
-                                                            else "", a["reason"]) for a in attempts)), attempts)
+    tried = "; ".join("%s%s: %s" % (a["algorithm"], " (%s)" % a["scheme"] if a["scheme"] else "", a["reason"])
+                      for a in attempts)
+    raise Refused("no deadlock-free routing on %d VC%s: %s" % (vcs, "s" if vcs > 1 else "", tried), attempts)

@@ -53,7 +53,7 @@ def plan(installed, target):
         for daemon, version in sorted(daemons.items()):
             if daemon not in dict(ORDER):
                 raise UpgradeError("installed[%s]: unknown daemon %r (one of %s)"
-                                   % (host, daemon, ", ".join(d for d, _ in ORDER)))
+                                   % (host, daemon, ", ".join(d for d, _pkg in ORDER)))
             have = parse(version, "installed[%s][%s]" % (host, daemon))
             if have > want:
                 raise UpgradeError("target=%s: %s on %s has %s, newer; Slurm has no downgrade (restore the backup "
@@ -69,14 +69,14 @@ def plan(installed, target):
     for daemon, package in ORDER:
         below = [(host, version) for have, host, version in found.get(daemon, []) if have < want]
         if below:
-            steps.append({"daemon": daemon, "package": package, "hosts": [h for h, _ in below],
-                          "from": sorted({v for _, v in below})})
+            steps.append({"daemon": daemon, "package": package, "hosts": [h for h, _v in below],
+                          "from": sorted({v for _h, v in below})})
     return steps
 
 
 def _check_order(found):
     """Refuse a system whose daemons already break slurmdbd >= slurmctld >= slurmd: upgrading would not mend it."""
-    names = [d for d, _ in ORDER]
+    names = [d for d, _pkg in ORDER]
     for upper, lower in zip(names, names[1:]):
         if upper in found and lower in found:
             oldest_upper = min(found[upper])
