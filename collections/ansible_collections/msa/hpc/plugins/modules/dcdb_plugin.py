@@ -22,6 +22,9 @@ description:
 version_added: "0.1.0"
 author:
   - msa.hpc maintainers (@msa-hpc)
+extends_documentation_fragment:
+  - msa.hpc.attributes
+  - msa.hpc.attributes.platform
 options:
   plugin:
     description:
@@ -79,14 +82,8 @@ notes:
   - Secrets (BMC passwords) do not belong in plugin files; name a C(passwordFile) readable by the Pusher instead.
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: full
-  platform:
-    description: Target OS/families that can be operated against.
-    platforms: posix
     support: full
 seealso:
   - name: DCDB

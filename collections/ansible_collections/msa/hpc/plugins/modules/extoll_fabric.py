@@ -22,6 +22,9 @@ description:
 version_added: "0.1.0"
 author:
   - msa.hpc maintainers (@msa-hpc)
+extends_documentation_fragment:
+  - msa.hpc.attributes
+  - msa.hpc.attributes.platform
 options:
   endpoint:
     description: Base URL of the EMP master, for example C(http://mgmt01:9000).
@@ -91,17 +94,11 @@ options:
     default: 2.0
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Computes the routing tables on the master without installing them.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the topology definition and the routing table entries that change.
-  platform:
-    description: Target OS/families that can be operated against.
-    platforms: posix
-    support: full
 notes:
   - Ports in C(.td) links are the chip's link ports; in generated topologies port C(2d) leads to the minus
     and port C(2d+1) to the plus neighbour of dimension C(d).

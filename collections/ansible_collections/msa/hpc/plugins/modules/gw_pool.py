@@ -22,6 +22,9 @@ description:
 version_added: "0.1.0"
 author:
   - msa.hpc maintainers (@msa-hpc)
+extends_documentation_fragment:
+  - msa.hpc.attributes
+  - msa.hpc.attributes.platform
 options:
   state:
     description: What to do.
@@ -97,16 +100,10 @@ options:
     default: false
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: The diff shows the routing file (up to 64 KiB of each side) and the allocation.
-  platform:
-    description: Target OS/families that can be operated against.
-    platforms: posix
-    support: full
 notes:
   - Runs on the Slurm controller (delegate to it). Needs numpy on that host to write routing files.
 """

@@ -20,6 +20,8 @@ version_added: "0.1.0"
 author:
   - msa.hpc maintainers (@msa-hpc)
 extends_documentation_fragment:
+  - msa.hpc.attributes
+  - msa.hpc.attributes.platform
   - msa.hpc.manager
 options:
   state:
@@ -67,17 +69,11 @@ options:
     type: int
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reports the allocation, free or attachment that would happen, without asking the manager to do it.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the allocation (size, placement, attachments) before and after.
-  platform:
-    description: Target OS/families that can be operated against.
-    platforms: posix
-    support: full
 seealso:
   - module: msa.hpc.gce_comm
 """

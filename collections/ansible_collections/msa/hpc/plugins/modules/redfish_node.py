@@ -22,6 +22,8 @@ version_added: "0.1.0"
 author:
   - msa.hpc maintainers (@msa-hpc)
 extends_documentation_fragment:
+  - msa.hpc.attributes
+  - msa.hpc.attributes.platform
   - msa.hpc.redfish
 options:
   state:
@@ -67,17 +69,11 @@ options:
     default: 120
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reads the system and reports the reset types and boot changes it would send.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the power state and boot override before and after.
-  platform:
-    description: Target OS/families that can be operated against.
-    platforms: posix
-    support: full
 notes:
   - The module runs where the BMC is reachable, usually the controller (with C(delegate_to) V(localhost)).
   - Retries with back-off on connection errors, timeouts and HTTP 5xx answers come from O(retries).

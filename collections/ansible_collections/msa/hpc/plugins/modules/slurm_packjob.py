@@ -41,17 +41,13 @@ description:
     a year from now until it is released, since the v0.0.38 API cannot lift a hold.
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Validates, looks the job up in the queue and returns the scripts and argv it would run.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    platforms: posix
-    support: full
 extends_documentation_fragment:
+  - msa.hpc.attributes
+  - msa.hpc.attributes.platform
   - msa.hpc.slurmrest
 options:
   name:

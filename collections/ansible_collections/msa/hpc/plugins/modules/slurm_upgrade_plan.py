@@ -22,16 +22,13 @@ description:
   - Only reads its options; the playbook C(msa.hpc.slurm_upgrade) acts on the plan.
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: The module changes nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    platforms: posix
-    support: full
+extends_documentation_fragment:
+  - msa.hpc.attributes
+  - msa.hpc.attributes.platform
 options:
   installed:
     description:

@@ -26,17 +26,13 @@ description:
     through the commands on the target (O(source=cli); C(sinfo --json), C(scontrol -o show partitions|licenses)).
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: The module only reads.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    platforms: posix
-    support: full
 extends_documentation_fragment:
+  - msa.hpc.attributes
+  - msa.hpc.attributes.platform
   - msa.hpc.slurmrest
 options:
   source:
