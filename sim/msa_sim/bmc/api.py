@@ -39,6 +39,12 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "%s; charset=utf-8" % (response.content_type or "application/json"))
             self.send_header("Content-Length", str(len(payload)))
         self.send_header("Cache-Control", "no-store")
+        if self.close_connection:
+            # The client asked for "Connection: close" (sushy does on every request) or spoke HTTP/1.0, so this
+            # connection ends after the answer; say so (RFC 9112 9.6). Without the header an HTTP/1.1 client takes
+            # the answer as keep-alive and pools the socket: a next request on it races the close, and a POST's
+            # body written into the closed TLS connection fails with SSLEOFError.
+            self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD" and response.status not in (204, 304):
             self.wfile.write(payload)
