@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 import xml.etree.ElementTree as ET
 
@@ -125,6 +126,34 @@ def test_dsp0266_headers_and_status_codes(bmc):
     assert call(bmc, "GET", "/redfish/v1/Nowhere")[1]["error"]["code"] == "Base.1.16.ResourceMissingAtURI"
     assert call(bmc, "GET", "/redfish/v1/Systems/1", user=None)[2]["WWW-Authenticate"].startswith("Basic")
 
+
+
+def test_parallel_writes_with_one_etag_change_the_resource_once(bmc, monkeypatch):
+    # The If-Match check and the write are one step: of several PATCHes sent at once with the same ETag, exactly
+    # one is applied and the others are told the resource changed (412), as the protocol validator expects.
+    # A pause after each check (a loaded machine) lets every writer pass its check before any writes, unless the
+    # two are one step.
+    checked = bmc._check_if_match
+
+    def slow_check(*args):
+        checked(*args)
+        time.sleep(0.05)
+
+    monkeypatch.setattr(bmc, "_check_if_match", slow_check)
+    etag = call(bmc, "GET", "/redfish/v1/Systems/1")[2]["ETag"]
+    start = threading.Barrier(6)
+    statuses = []
+
+    def patch(tag):
+        start.wait()
+        statuses.append(call(bmc, "PATCH", "/redfish/v1/Systems/1", {"AssetTag": tag}, headers={"If-Match": etag})[0])
+
+    threads = [threading.Thread(target=patch, args=("tag-%d" % i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(statuses) == [200] + [412] * 5, statuses
 
 def _walk(bmc, path, seen):
     if path in seen or not path.startswith("/redfish/v1"):
