@@ -77,13 +77,25 @@ def _rowmask(flags):
     return np.where(flags, ALL, np.uint64(0))[:, None]
 
 
-class _Rule:
-    """A VC rule: injection VCs and, for packets that arrive through port r, their next VC per out link.
-    Everything that depends only on (node, arrival port) is precomputed per port r."""
+def _rows_any(bits):
+    """(rows, words) → (rows,) bool, any bit set per row. numpy's ``any(axis=1)`` over a few words per row is a slow
+    reduction; OR-ing the few columns is not."""
+    acc = bits[:, 0].copy()
+    for j in range(1, bits.shape[1]):
+        acc |= bits[:, j]
+    return acc != 0
 
-    def __init__(self, fab, M, scheme, up=None):
+
+class _Rule:
+    """A VC rule on one chunk of destinations: injection VCs and, for packets that arrive through port r, their
+    next VC per out link. Everything that depends only on (node, arrival port) is precomputed per port r, and
+    ``moves(r, k)`` lists (k', bits) with the incoming destinations of port r that continue on VC k' (a partition
+    of ``incoming[r]``, empty parts left out), so a propagation step is one gather and one AND per part."""
+
+    def __init__(self, fab, M, scheme, incoming, every, K, up=None):
         self.scheme = scheme
         n, P = fab.n, fab.P
+        self.every = every
         if scheme == "dateline":
             dim_of, wrap = R._direction_ports(fab)[1:]
             self.wrap_out = np.zeros((n, M.shape[2]), dtype=np.uint64)
@@ -102,12 +114,16 @@ class _Rule:
                 up_out |= M[q, :n] & _rowmask(up[:, q])
             # escalate[r]: destinations a packet that came down through r must leave on an up link for
             self.escalate = [up_out & _rowmask(up[:, r]) for r in range(P)]
+        self._moves = {}
+        for r in range(P):
+            for k in range(K):
+                self._moves[r, k] = self._partition(incoming[r], r, k)
 
-    def inject(self, bits):
-        """VC per injected packet (bits: all pairs u != t)."""
+    def inject(self):
+        """VC per injected packet (all pairs u != t of the chunk)."""
         if self.scheme == "dateline":
-            return [(0, bits & ~self.wrap_out), (1, bits & self.wrap_out)]
-        return [(0, bits)]
+            return [(0, self.every & ~self.wrap_out), (1, self.every & self.wrap_out)]
+        return [(0, self.every)]
 
     def turn(self, arrived, r, k):
         """``[(k', bits)]`` for packets on VC k that arrived at each node through its port r."""
@@ -117,6 +133,16 @@ class _Rule:
             return [(k, arrived & self.same[r]), (1, arrived & self.wrap_out), (0, arrived & self.other[r])]
         escalate = arrived & self.escalate[r]
         return [(k, arrived ^ escalate), (k + 1, escalate)]
+
+    def _partition(self, incoming, r, k):
+        # turn() of everything that can arrive through r, parts with the same next VC merged
+        merged = {}
+        for k2, bits in self.turn(incoming, r, k):
+            merged[k2] = merged[k2] | bits if k2 in merged else bits
+        return [(k2, bits) for k2, bits in sorted(merged.items()) if bits.any()]
+
+    def moves(self, r, k):
+        return self._moves[r, k]
 
 
 def _senders(fab):
@@ -135,9 +161,7 @@ def _incoming(M, ident, senders, P):
 
 def _chunk_bits(n, c0, c1):
     """``(identity, all pairs u != t)`` for the destinations of words c0..c1 (rows 0..n-1)."""
-    ident = np.zeros((n, c1 - c0), dtype=np.uint64)
-    t = np.arange(c0 * 64, min(n, c1 * 64))
-    ident[t, t // 64 - c0] = np.left_shift(np.uint64(1), (t % 64).astype(np.uint64))
+    ident = R.identity_chunk(n, c0, c1)
     every = np.full((n, c1 - c0), ALL, dtype=np.uint64)
     if c1 * 64 > n:
         every[:, -1] = np.uint64((1 << (n % 64)) - 1)
@@ -149,71 +173,90 @@ def reachability(fab, M, ident, c0=0):
     ``(unreached pairs, max hops, total hops, first unreached (u, t) or None)``."""
     n, P = fab.n, fab.P
     nbr = np.where(fab.nbr < 0, n, fab.nbr)
-    visited = np.zeros((n + 1, M.shape[2]), dtype=np.uint64)
-    visited[:n] = ident
-    frontier = visited.copy()
+    words = M.shape[2]
+    frontier = np.zeros((n + 1, words), dtype=np.uint64)
+    frontier[:n] = ident
+    todo = _chunk_bits(n, c0, c0 + words)[1]  # pairs u != t not reached yet
+    nxt = np.empty((n, words), dtype=np.uint64)
+    hop = np.empty_like(nxt)
     level = total = 0
     while True:
-        nxt = np.zeros_like(frontier)
+        # (u, t) is reached at this level when u's port towards t leads to a node reached at the previous one
+        nxt.fill(0)
         for p in range(P):
-            nxt[:n] |= M[p, :n] & frontier[nbr[:, p]]
-        nxt &= ~visited
+            np.take(frontier, nbr[:, p], axis=0, out=hop, mode="clip")
+            hop &= M[p, :n]
+            nxt |= hop
+        nxt &= todo
         if not nxt.any():
             break
         level += 1
         total += level * _popcount(nxt)
-        visited |= nxt
-        frontier = nxt
-    missing = _chunk_bits(n, c0, c0 + M.shape[2])[1] & ~visited[:n]
+        todo ^= nxt
+        frontier[:n] = nxt
     first = None
-    if missing.any():
-        u, word = np.argwhere(missing)[0]
-        value = int(missing[u, word])
+    if todo.any():
+        u, word = np.argwhere(todo)[0]
+        value = int(todo[u, word])
         first = (int(u), (int(word) + c0) * 64 + (value & -value).bit_length() - 1)
-    return _popcount(missing), level, total, first
+    return _popcount(todo), level, total, first
 
 
-def _propagate(fab, M, rule, K, ident, every, senders):
-    """VCs packets can hold: ``occupied[k]`` (n+1, words) bits of (node, destination) on VC k; VC K = overflow."""
+def _propagate(fab, rule, K, w_of):
+    """VCs packets can hold: ``occupied[k]`` (n+1, words) bits of (node, destination) on VC k; VC K = overflow.
+    A frontier of the states first reached in the last step, until no step reaches a new one."""
     n, P = fab.n, fab.P
-    w_of = senders[0]
-    incoming = _incoming(M, ident, senders, P)
-    occupied = np.zeros((K + 1, n + 1, M.shape[2]), dtype=np.uint64)
-    frontier = np.zeros_like(occupied)
-    for k, bits in rule.inject(every):
-        frontier[k, :n] |= bits
-    occupied |= frontier
-    while frontier[:K].any():
-        new = np.zeros_like(frontier)
+    words = rule.every.shape[1]
+    occupied = np.zeros((K + 1, n + 1, words), dtype=np.uint64)
+    for k, bits in rule.inject():
+        occupied[k, :n] |= bits
+    frontier = occupied.copy()
+    new = np.empty((K + 1, n, words), dtype=np.uint64)
+    arrived = np.empty((n, words), dtype=np.uint64)
+    part = np.empty_like(arrived)
+    while True:
+        new.fill(0)
         for k in range(K):
             if not frontier[k].any():
                 continue
             for r in range(P):
-                arrived = frontier[k][w_of[:, r]]
-                arrived &= incoming[r]
-                for k2, bits in rule.turn(arrived, r, k):
-                    new[min(k2, K), :n] |= bits
-        new &= ~occupied
-        occupied |= new
-        frontier = new
-    return occupied
+                moves = rule.moves(r, k)
+                if not moves:
+                    continue
+                np.take(frontier[k], w_of[:, r], axis=0, out=arrived, mode="clip")
+                for k2, bits in moves:
+                    np.bitwise_and(arrived, bits, out=part)
+                    new[min(k2, K)] |= part
+        # new & ~occupied, in place
+        new |= occupied[:, :n]
+        new ^= occupied[:, :n]
+        if not new.any():
+            return occupied
+        occupied[:, :n] |= new
+        frontier[:, :n] = new
 
 
-def _dependencies(fab, M, rule, K, ident, occupied, senders, edges):
+def _dependencies(fab, M, rule, K, occupied, w_of, edges):
     """Mark ``edges[k, r, k2, q, v]``: a packet on VC k arriving at v through r leaves through q on VC k2."""
-    P = fab.P
-    w_of = senders[0]
-    incoming = _incoming(M, ident, senders, P)
+    n, P = fab.n, fab.P
+    arrived = np.empty((n, M.shape[2]), dtype=np.uint64)
+    part = np.empty_like(arrived)
+    out = np.empty_like(arrived)
     for k in range(K):
         if not occupied[k].any():
             continue
         for r in range(P):
-            arrived = occupied[k][w_of[:, r]] & incoming[r]
-            for k2, bits in rule.turn(arrived, r, k):
-                if k2 >= K or not bits.any():
+            moves = [(k2, bits) for k2, bits in rule.moves(r, k) if k2 < K]
+            if not moves:
+                continue
+            np.take(occupied[k], w_of[:, r], axis=0, out=arrived, mode="clip")
+            for k2, bits in moves:
+                np.bitwise_and(arrived, bits, out=part)
+                if not part.any():
                     continue
                 for q in range(P):
-                    edges[k, r, k2, q] |= (bits & M[q, :fab.n]).any(axis=1)
+                    np.bitwise_and(part, M[q, :n], out=out)
+                    edges[k, r, k2, q] |= _rows_any(out)
 
 
 def _find_cycle(num, src, dst, left):
@@ -235,12 +278,28 @@ def _find_cycle(num, src, dst, left):
     return cycle
 
 
-def prove(fab, port, scheme="single", vcs=MODEL_VCS, root=None, M=None, max_cycle=12):
+def routes_reach(fab, M):
+    """Whether every route of the table (port masks M) ends at its destination, and its hop counts:
+    ``{reachable, unreachable_pairs, max_hops, avg_hops, first}`` (first: one unreached (u, t) or None).
+    It depends on the table only, so safe_plan computes it once for all VC schemes."""
+    n = fab.n
+    unreached = max_hops = total = 0
+    first = None
+    for c0, c1 in R.word_chunks(n, M.shape[2]):
+        Mc = np.ascontiguousarray(M[:, :, c0:c1])
+        miss, level, hops, where = reachability(fab, Mc, _chunk_bits(n, c0, c1)[0], c0)
+        unreached, max_hops, total = unreached + miss, max(max_hops, level), total + hops
+        first = first or where
+    return {"reachable": not unreached, "unreachable_pairs": int(unreached), "max_hops": int(max_hops),
+            "avg_hops": round(total / max(1, n * (n - 1) - unreached), 3), "first": first}
+
+
+def prove(fab, port, scheme="single", vcs=MODEL_VCS, root=None, M=None, max_cycle=12, reach=None):
     """Certificate of one table under one VC scheme (see the module doc).
 
     Returns ``{scheme, virtual_channels, virtual_channels_used, acyclic, reachable, unreachable_pairs,
     channels, dependencies, max_hops, avg_hops, cycle, problems}``; ``cycle`` names the (node, port, VC)
-    channels of one dependency cycle when there is one.
+    channels of one dependency cycle when there is one. ``reach``: routes_reach() of this table, if known.
     """
     if scheme not in SCHEMES:
         raise R.RoutingError("unknown virtual-channel scheme %r (expected %s)" % (scheme, ", ".join(SCHEMES)))
@@ -248,21 +307,13 @@ def prove(fab, port, scheme="single", vcs=MODEL_VCS, root=None, M=None, max_cycl
     if M is None:
         M = port_masks(port, P)
     cert = {"scheme": scheme, "virtual_channels": int(vcs), "problems": [], "cycle": []}
-    W = M.shape[2]
-    step = max(1, min(W, (1 << 22) // max(1, n)))  # destination words per chunk: ~32 MiB per bitset array
-    chunks = [(c0, min(W, c0 + step)) for c0 in range(0, W, step)]
-    unreached = max_hops = total = 0
-    first = None
-    for c0, c1 in chunks:
-        Mc = np.ascontiguousarray(M[:, :, c0:c1])
-        miss, level, hops, where = reachability(fab, Mc, _chunk_bits(n, c0, c1)[0], c0)
-        unreached, max_hops, total = unreached + miss, max(max_hops, level), total + hops
-        first = first or where
-    cert.update(reachable=not unreached, unreachable_pairs=int(unreached), max_hops=int(max_hops),
-                avg_hops=round(total / max(1, n * (n - 1) - unreached), 3))
-    if unreached:
+    if reach is None:
+        reach = routes_reach(fab, M)
+    cert.update((key, value) for key, value in reach.items() if key != "first")
+    if not reach["reachable"]:
+        first = reach["first"]
         cert["problems"] += ["route %d -> %d does not reach its destination" % (fab.ids[first[0]], fab.ids[first[1]]),
-                             "%d pairs in all do not reach their destination" % unreached]
+                             "%d pairs in all do not reach their destination" % reach["unreachable_pairs"]]
         cert.update(acyclic=False, virtual_channels_used=0, channels=0, dependencies=0)
         return cert
     if scheme == "dateline" and (fab.coords is None or fab.kind != "Torus"):
@@ -276,14 +327,13 @@ def prove(fab, port, scheme="single", vcs=MODEL_VCS, root=None, M=None, max_cycl
     senders = _senders(fab)
     edges = np.zeros((K, P, K, P, n), dtype=bool)
     used = np.zeros(K + 1, dtype=bool)
-    for c0, c1 in chunks:
+    for c0, c1 in R.word_chunks(n, M.shape[2]):
         Mc = np.ascontiguousarray(M[:, :, c0:c1])
-        rule = _Rule(fab, Mc, scheme, up)
         ident, every = _chunk_bits(n, c0, c1)
-        occupied = _propagate(fab, Mc, rule, K, ident, every, senders)
+        rule = _Rule(fab, Mc, scheme, _incoming(Mc, ident, senders, P), every, K, up)
+        occupied = _propagate(fab, rule, K, senders[0])
         used |= occupied.reshape(K + 1, -1).any(axis=1)
-        _dependencies(fab, Mc, rule, K, ident, occupied, senders, edges)
-        del occupied
+        _dependencies(fab, Mc, rule, K, occupied, senders[0], edges)
     overflow = bool(used[K])
     k, r, k2, q, v = np.nonzero(edges)
     w, p = senders[0][v, r], senders[1][v, r]
@@ -292,9 +342,10 @@ def prove(fab, port, scheme="single", vcs=MODEL_VCS, root=None, M=None, max_cycl
     states = n * P * K
     ok, left = R.acyclic(states, src, dst)
     used = np.nonzero(used)[0]
+    channel = np.zeros(states, dtype=bool)
+    channel[src] = channel[dst] = True
     cert.update(acyclic=bool(ok and not overflow), virtual_channels_used=int(used.max()) + 1 if used.size else 0,
-                channels=int(np.unique(np.concatenate([src, dst])).size) if src.size else 0,
-                dependencies=int(src.size))
+                channels=int(channel.sum()), dependencies=int(src.size))
     if overflow:
         cert["problems"].append("routes need more than %d VCs under the %s scheme" % (K, scheme))
     if not ok:
@@ -339,8 +390,9 @@ def safe_plan(fab, engines, vcs=MODEL_VCS, root=None, compute=None):
             attempts.append({"algorithm": name, "scheme": None, "reason": str(exc)})
             continue
         M = port_masks(port, fab.P)
+        reach = routes_reach(fab, M)
         for scheme in schemes_for(fab, name, vcs):
-            cert = prove(fab, port, scheme, vcs, root, M=M)
+            cert = prove(fab, port, scheme, vcs, root, M=M, reach=reach)
             if cert["acyclic"] and cert["reachable"]:
                 cert.update(algorithm=name, requested=R.algorithm_name(engines[0]), attempts=attempts,
                             nodes=int(fab.n), links=int((fab.nbr >= 0).sum() // 2))

@@ -99,29 +99,43 @@ class Fabric:
         return bool(_bfs_levels(self, 0).min() >= 0) if self.n else True
 
 
-# -- bitset helpers: row u of an (n+1, W) uint64 matrix holds one bit per destination t -----------------
+# -- bitset helpers: row u of an (n+1, words) uint64 matrix holds one bit per destination t -------------
+# The destinations are handled in chunks of words sized so that one (n, words) bitset is about CHUNK_BYTES: the
+# arrays a chunk works on then stay in the CPU cache. With whole-width (or ~32 MiB) bitsets every pass ran from main
+# memory, and a 32^3 torus took several times longer for the same number of word operations.
+CHUNK_BYTES = 1 << 20
+
+
 def _words(n):
     return (n + 63) // 64
 
 
-def _identity_bits(n):
-    bits = np.zeros((n + 1, _words(n)), dtype=np.uint64)
-    idx = np.arange(n)
-    bits[idx, idx // 64] = np.left_shift(np.uint64(1), (idx % 64).astype(np.uint64))
+def word_chunks(n, W=None):
+    """``[(c0, c1)]``: destination word ranges of about CHUNK_BYTES per (n, words) bitset."""
+    W = _words(n) if W is None else W
+    step = max(1, min(W, CHUNK_BYTES // (8 * max(1, n))))
+    return [(c0, min(W, c0 + step)) for c0 in range(0, W, step)]
+
+
+def identity_chunk(n, c0, c1, rows=None):
+    """(rows, c1 - c0) bitsets with bit t set in row t for the destinations t of words c0..c1 (rows: n)."""
+    bits = np.zeros((n if rows is None else rows, c1 - c0), dtype=np.uint64)
+    t = np.arange(c0 * 64, min(n, c1 * 64))
+    bits[t, t // 64 - c0] = np.left_shift(np.uint64(1), (t % 64).astype(np.uint64))
     return bits
 
 
-def _unpack(bits, n):
-    """(rows, W) uint64 → (rows, n) bool."""
-    return np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")[:, :n].astype(bool)
-
-
-def _ports_from_choice(chosen, n):
-    port = np.full((n, n), -1, dtype=np.int8)
+def _ports_from_choice(chosen, port, c0):
+    """Write one chunk of destinations into the table: ``chosen[p]`` (n, words) bitsets of words c0.. of the
+    destinations that leave through port p (disjoint over p) become ``port[:, t]``."""
+    n = port.shape[0]
+    t0 = c0 * 64
+    t1 = min(n, t0 + chosen.shape[2] * 64)
+    block = np.full((n, t1 - t0), -1, dtype=np.int8)
     for p in range(chosen.shape[0]):
-        if chosen[p].any():
-            port[_unpack(chosen[p], n)] = p
-    return port
+        bits = np.unpackbits(chosen[p].view(np.uint8), axis=1, bitorder="little")[:, :t1 - t0]
+        np.copyto(block, np.int8(p), where=bits.view(bool))
+    port[:, t0:t1] = block
 
 
 def _padded_nbr(fab):
@@ -137,20 +151,32 @@ def route_shortest_path(fab):
     reports whether the channel-dependency graph of this table happens to be acyclic.
     """
     _need_numpy()
-    n, P = fab.n, fab.P
+    n = fab.n
     nbr = _padded_nbr(fab)
-    visited = _identity_bits(n)
-    frontier = visited.copy()
-    chosen = np.zeros((P, n, _words(n)), dtype=np.uint64)
-    while frontier.any():
-        nxt = np.zeros_like(frontier)
+    port = np.full((n, n), -1, dtype=np.int8)
+    for c0, c1 in word_chunks(n):
+        _ports_from_choice(_shortest_path_chunk(fab, nbr, c0, c1), port, c0)
+    return port
+
+
+def _shortest_path_chunk(fab, nbr, c0, c1):
+    """``chosen[p]``: (n, words) bitsets of the destinations (words c0..c1) that each node reaches first through p."""
+    n, P = fab.n, fab.P
+    frontier = identity_chunk(n, c0, c1, rows=n + 1)
+    unvisited = ~frontier[:n]
+    chosen = np.zeros((P, n, c1 - c0), dtype=np.uint64)
+    cand = np.empty((n, c1 - c0), dtype=np.uint64)
+    while True:
+        before = unvisited.copy()
         for p in range(P):
-            cand = frontier[nbr[:, p]] & ~visited[:n]
+            np.take(frontier, nbr[:, p], axis=0, out=cand, mode="clip")
+            cand &= unvisited
             chosen[p] |= cand
-            visited[:n] |= cand
-            nxt[:n] |= cand
-        frontier = nxt
-    return _ports_from_choice(chosen, n)
+            unvisited ^= cand
+        # the nodes first reached at this level are the next frontier
+        np.bitwise_xor(before, unvisited, out=frontier[:n])
+        if not frontier[:n].any():
+            return chosen
 
 
 def _bfs_levels(fab, root):
@@ -202,15 +228,26 @@ def route_updown(fab, root=None):
     # ports that are not down (resp. up) point at the zero padding row, so no masking is needed per step
     nbr_down = np.where(down, nbr, n)
     nbr_up = np.where(up, nbr, n)
-    chosen = np.zeros((P, n, _words(n)), dtype=np.uint64)
     down_ports = [p for p in range(P) if down[:, p].any()]
     up_ports = [p for p in range(P) if up[:, p].any()]
+    port = np.full((n, n), -1, dtype=np.int8)
+    for c0, c1 in word_chunks(n):
+        chosen = _updown_chunk(fab, nbr_down, nbr_up, down_ports, up_ports, c0, c1)
+        _ports_from_choice(chosen, port, c0)
+    return port
+
+
+def _updown_chunk(fab, nbr_down, nbr_up, down_ports, up_ports, c0, c1):
+    """route_updown's two passes for the destinations of words c0..c1: ``chosen[p]`` (n, words) bitsets."""
+    n, P = fab.n, fab.P
+    chosen = np.zeros((P, n, c1 - c0), dtype=np.uint64)
+    cand = np.empty((n, c1 - c0), dtype=np.uint64)
 
     def down_step(frontier, visited, record):
         nxt = np.zeros_like(frontier)
         for p in down_ports:
-            cand = frontier[nbr_down[:, p]]
-            cand &= ~visited[:n]
+            np.take(frontier, nbr_down[:, p], axis=0, out=cand, mode="clip")
+            np.bitwise_and(cand, ~visited[:n], out=cand)  # in place: an augmented assignment would rebind cand
             if record:
                 chosen[p] |= cand
             visited[:n] |= cand
@@ -218,12 +255,12 @@ def route_updown(fab, root=None):
         return nxt
 
     # pass 1: down-only reachability (and ports)
-    has_down = _identity_bits(n)
+    has_down = identity_chunk(n, c0, c1, rows=n + 1)
     frontier = has_down.copy()
     while frontier.any():
         frontier = down_step(frontier, has_down, True)
     # pass 2: level-synchronous; nodes without a down path join one level after an up-neighbour
-    visited_d = _identity_bits(n)
+    visited_d = identity_chunk(n, c0, c1, rows=n + 1)
     fd = visited_d.copy()
     assigned = has_down.copy()
     fl = fd.copy()
@@ -231,13 +268,13 @@ def route_updown(fab, root=None):
         fd = down_step(fd, visited_d, False)
         nxt = fd.copy()
         for p in up_ports:
-            cand = fl[nbr_up[:, p]]
+            np.take(fl, nbr_up[:, p], axis=0, out=cand, mode="clip")
             cand &= ~assigned[:n]
             chosen[p] |= cand
             assigned[:n] |= cand
             nxt[:n] |= cand
         fl = nxt
-    return _ports_from_choice(chosen, n)
+    return chosen
 
 
 def _direction_ports(fab):
