@@ -116,8 +116,14 @@ class _Rule:
             self.escalate = [up_out & _rowmask(up[:, r]) for r in range(P)]
         self._moves = {}
         for r in range(P):
-            for k in range(K):
-                self._moves[r, k] = self._partition(incoming[r], r, k)
+            if scheme == "layers":
+                # the parts do not depend on k (stay, or one VC up): computed once per r and shared
+                parts = self._partition(incoming[r], r, 0)
+                for k in range(K):
+                    self._moves[r, k] = [(k + k2, bits) for k2, bits in parts]
+            else:
+                for k in range(K):
+                    self._moves[r, k] = self._partition(incoming[r], r, k)
 
     def inject(self):
         """VC per injected packet (all pairs u != t of the chunk)."""
@@ -202,61 +208,122 @@ def reachability(fab, M, ident, c0=0):
     return _popcount(todo), level, total, first
 
 
-def _propagate(fab, rule, K, w_of):
+# After the first steps only a few nodes hold states new to a VC (packets that changed VC on the way, ~10% of the
+# rows at 32^3): below this share of the nodes a step works on those rows and their neighbours only.
+SPARSE_SHARE = 0.25
+
+
+class _NewStates:
+    """Per VC, the bits a propagation step produces: a zeroed (n, words) scratch array plus the rows written,
+    so that collecting them costs the rows touched, not n."""
+
+    def __init__(self, K, n, words):
+        self.bits = np.zeros((K + 1, n, words), dtype=np.uint64)
+        self.touched = np.zeros((K + 1, n), dtype=bool)
+
+    def add_all(self, k, bits):
+        self.bits[k] |= bits
+        self.touched[k] = True
+
+    def add_rows(self, k, rows, bits):
+        self.bits[k][rows] |= bits
+        self.touched[k][rows] = True
+
+    def take(self, k):
+        """(rows, bits) written to VC k since the last take; the scratch is zero again afterwards."""
+        rows = np.flatnonzero(self.touched[k])
+        bits = self.bits[k][rows]
+        self.bits[k][rows] = 0
+        self.touched[k][rows] = False
+        return rows, bits
+
+
+def _step(fab, rule, k, rows, bits, M, w_of, new):
+    """One hop of the packets on VC k held at ``rows`` (``bits``: their destinations): into ``new`` by next VC."""
+    n, K = fab.n, new.bits.shape[0] - 1
+    if rows.size >= SPARSE_SHARE * n:
+        held = np.zeros((n + 1, bits.shape[1]), dtype=np.uint64)  # row n: the padding row of unused ports
+        held[rows] = bits
+        arrived = np.empty((n, bits.shape[1]), dtype=np.uint64)
+        for r in range(fab.P):
+            moves = rule.moves(r, k)
+            if moves:
+                np.take(held, w_of[:, r], axis=0, out=arrived, mode="clip")
+                for k2, mask in moves:
+                    new.add_all(min(k2, K), arrived & mask)
+        return
+    # few rows: push each row's packets out of the port they leave by, to the neighbour behind it
+    for p in range(fab.P):
+        sent = bits & M[p][rows]
+        keep = _rows_any(sent)
+        if not keep.any():
+            continue
+        v = fab.nbr[rows[keep], p]
+        r_of = fab.nbr_port[rows[keep], p]
+        sent = sent[keep]
+        # a node v is reached through one port r from one sender per (p, r): the rows of one group are distinct
+        for r in np.unique(r_of):
+            group = r_of == r
+            for k2, mask in rule.moves(int(r), k):
+                new.add_rows(min(k2, K), v[group], sent[group] & mask[v[group]])
+
+
+def _propagate(fab, rule, K, M, w_of):
     """VCs packets can hold: ``occupied[k]`` (n+1, words) bits of (node, destination) on VC k; VC K = overflow.
-    A frontier of the states first reached in the last step, until no step reaches a new one."""
-    n, P = fab.n, fab.P
+    A frontier of the states first reached in the last step (per VC: rows and their bits), until no step reaches
+    a new one."""
+    n = fab.n
     words = rule.every.shape[1]
     occupied = np.zeros((K + 1, n + 1, words), dtype=np.uint64)
+    new = _NewStates(K, n, words)
     for k, bits in rule.inject():
-        occupied[k, :n] |= bits
-    frontier = occupied.copy()
-    new = np.empty((K + 1, n, words), dtype=np.uint64)
-    arrived = np.empty((n, words), dtype=np.uint64)
-    part = np.empty_like(arrived)
+        new.add_all(k, bits)
     while True:
-        new.fill(0)
-        for k in range(K):
-            if not frontier[k].any():
-                continue
-            for r in range(P):
-                moves = rule.moves(r, k)
-                if not moves:
-                    continue
-                np.take(frontier[k], w_of[:, r], axis=0, out=arrived, mode="clip")
-                for k2, bits in moves:
-                    np.bitwise_and(arrived, bits, out=part)
-                    new[min(k2, K)] |= part
-        # new & ~occupied, in place
-        new |= occupied[:, :n]
-        new ^= occupied[:, :n]
-        if not new.any():
+        frontier = []
+        for k in range(K + 1):
+            rows, bits = new.take(k)
+            seen = occupied[k][rows]
+            bits |= seen
+            bits ^= seen  # bits & ~seen: the states not reached before
+            keep = _rows_any(bits) if rows.size else np.zeros(0, dtype=bool)
+            rows, bits = rows[keep], bits[keep]
+            occupied[k][rows] |= bits
+            frontier.append((rows, bits))
+        if not any(rows.size for rows, bits in frontier[:K]):
             return occupied
-        occupied[:, :n] |= new
-        frontier[:, :n] = new
+        for k in range(K):
+            if frontier[k][0].size:
+                _step(fab, rule, k, frontier[k][0], frontier[k][1], M, w_of, new)
 
 
 def _dependencies(fab, M, rule, K, occupied, w_of, edges):
     """Mark ``edges[k, r, k2, q, v]``: a packet on VC k arriving at v through r leaves through q on VC k2."""
     n, P = fab.n, fab.P
-    arrived = np.empty((n, M.shape[2]), dtype=np.uint64)
-    part = np.empty_like(arrived)
-    out = np.empty_like(arrived)
     for k in range(K):
-        if not occupied[k].any():
+        held = np.flatnonzero(_rows_any(occupied[k, :n]))
+        if not held.size:
             continue
+        if held.size >= SPARSE_SHARE * n:
+            nodes = slice(None)
+            arrived = [np.take(occupied[k], w_of[:, r], axis=0, mode="clip") for r in range(P)]
+        else:
+            # only the neighbours of the few nodes holding VC k (layers: the higher VCs)
+            at = np.full(n + 1, -1, dtype=np.int64)
+            at[held] = np.arange(held.size)
+            bits = occupied[k][held]
+            src = [at[w_of[:, r]] for r in range(P)]
+            nodes = [np.flatnonzero(s >= 0) for s in src]
+            arrived = [bits[src[r][nodes[r]]] for r in range(P)]
         for r in range(P):
-            moves = [(k2, bits) for k2, bits in rule.moves(r, k) if k2 < K]
-            if not moves:
-                continue
-            np.take(occupied[k], w_of[:, r], axis=0, out=arrived, mode="clip")
-            for k2, bits in moves:
-                np.bitwise_and(arrived, bits, out=part)
+            v = nodes if isinstance(nodes, slice) else nodes[r]
+            for k2, mask in rule.moves(r, k):
+                if k2 >= K:
+                    continue
+                part = arrived[r] & mask[v]
                 if not part.any():
                     continue
                 for q in range(P):
-                    np.bitwise_and(part, M[q, :n], out=out)
-                    edges[k, r, k2, q] |= _rows_any(out)
+                    edges[k, r, k2, q, v] |= _rows_any(part & M[q, :n][v])
 
 
 def _find_cycle(num, src, dst, left):
@@ -331,7 +398,7 @@ def prove(fab, port, scheme="single", vcs=MODEL_VCS, root=None, M=None, max_cycl
         Mc = np.ascontiguousarray(M[:, :, c0:c1])
         ident, every = _chunk_bits(n, c0, c1)
         rule = _Rule(fab, Mc, scheme, _incoming(Mc, ident, senders, P), every, K, up)
-        occupied = _propagate(fab, rule, K, senders[0])
+        occupied = _propagate(fab, rule, K, Mc, senders[0])
         used |= occupied.reshape(K + 1, -1).any(axis=1)
         _dependencies(fab, Mc, rule, K, occupied, senders[0], edges)
     overflow = bool(used[K])
