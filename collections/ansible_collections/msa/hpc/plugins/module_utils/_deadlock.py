@@ -92,12 +92,13 @@ class _Rule:
     ``moves(r, k)`` lists (k', bits) with the incoming destinations of port r that continue on VC k' (a partition
     of ``incoming[r]``, empty parts left out), so a propagation step is one gather and one AND per part."""
 
-    def __init__(self, fab, M, scheme, incoming, every, K, up=None):
+    def __init__(self, fab, M, scheme, incoming, every, K, up=None, directions=None):
         self.scheme = scheme
         n, P = fab.n, fab.P
         self.every = every
         if scheme == "dateline":
-            dim_of, wrap = R._direction_ports(fab)[1:]
+            # (dim_of, wrap) of R._direction_ports: the same for every chunk, so the caller may pass it
+            dim_of, wrap = directions or R._direction_ports(fab)[1:]
             self.wrap_out = np.zeros((n, M.shape[2]), dtype=np.uint64)
             same_dim = np.zeros((len(fab.sizes), n, M.shape[2]), dtype=np.uint64)
             for q in range(P):
@@ -391,13 +392,14 @@ def prove(fab, port, scheme="single", vcs=MODEL_VCS, root=None, M=None, max_cycl
         cert["problems"].append("the %s scheme needs %d VCs, the links offer %d" % (scheme, K, vcs))
         return cert
     up = R.updown_orientation(fab, root)[0] if scheme == "layers" else None
+    directions = R._direction_ports(fab)[1:] if scheme == "dateline" else None
     senders = _senders(fab)
     edges = np.zeros((K, P, K, P, n), dtype=bool)
     used = np.zeros(K + 1, dtype=bool)
     for c0, c1 in R.word_chunks(n, M.shape[2]):
         Mc = np.ascontiguousarray(M[:, :, c0:c1])
         ident, every = _chunk_bits(n, c0, c1)
-        rule = _Rule(fab, Mc, scheme, _incoming(Mc, ident, senders, P), every, K, up)
+        rule = _Rule(fab, Mc, scheme, _incoming(Mc, ident, senders, P), every, K, up, directions)
         occupied = _propagate(fab, rule, K, Mc, senders[0])
         used |= occupied.reshape(K + 1, -1).any(axis=1)
         _dependencies(fab, Mc, rule, K, occupied, senders[0], edges)

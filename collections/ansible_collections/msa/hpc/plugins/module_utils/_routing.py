@@ -238,42 +238,44 @@ def route_updown(fab, root=None):
 
 
 def _updown_chunk(fab, nbr_down, nbr_up, down_ports, up_ports, c0, c1):
-    """route_updown's two passes for the destinations of words c0..c1: ``chosen[p]`` (n, words) bitsets."""
+    """route_updown's two passes for the destinations of words c0..c1: ``chosen[p]`` (n, words) bitsets.
+    Frontiers have n+1 rows (row n stays zero); the sets grown level by level are kept as their complement
+    (``unvisited``, ``unassigned``) so that every step is an in-place AND/XOR."""
     n, P = fab.n, fab.P
     chosen = np.zeros((P, n, c1 - c0), dtype=np.uint64)
     cand = np.empty((n, c1 - c0), dtype=np.uint64)
 
-    def down_step(frontier, visited, record):
-        nxt = np.zeros_like(frontier)
+    def down_step(frontier, unvisited, record):
+        # one level further back along down links; the nodes first reached become the frontier
+        before = unvisited.copy()
         for p in down_ports:
             np.take(frontier, nbr_down[:, p], axis=0, out=cand, mode="clip")
-            np.bitwise_and(cand, ~visited[:n], out=cand)  # in place: an augmented assignment would rebind cand
+            np.bitwise_and(cand, unvisited, out=cand)
             if record:
                 chosen[p] |= cand
-            visited[:n] |= cand
-            nxt[:n] |= cand
-        return nxt
+            np.bitwise_xor(unvisited, cand, out=unvisited)
+        np.bitwise_xor(before, unvisited, out=frontier[:n])
 
     # pass 1: down-only reachability (and ports)
-    has_down = identity_chunk(n, c0, c1, rows=n + 1)
-    frontier = has_down.copy()
-    while frontier.any():
-        frontier = down_step(frontier, has_down, True)
+    frontier = identity_chunk(n, c0, c1, rows=n + 1)
+    no_down = ~frontier[:n]
+    while frontier[:n].any():
+        down_step(frontier, no_down, True)
     # pass 2: level-synchronous; nodes without a down path join one level after an up-neighbour
-    visited_d = identity_chunk(n, c0, c1, rows=n + 1)
-    fd = visited_d.copy()
-    assigned = has_down.copy()
+    fd = identity_chunk(n, c0, c1, rows=n + 1)
+    unvisited_d = ~fd[:n]
     fl = fd.copy()
-    while fl.any() or fd.any():
-        fd = down_step(fd, visited_d, False)
-        nxt = fd.copy()
+    unassigned = no_down
+    while fl[:n].any():
+        down_step(fd, unvisited_d, False)
+        before = unassigned.copy()
         for p in up_ports:
             np.take(fl, nbr_up[:, p], axis=0, out=cand, mode="clip")
-            cand &= ~assigned[:n]
+            np.bitwise_and(cand, unassigned, out=cand)
             chosen[p] |= cand
-            assigned[:n] |= cand
-            nxt[:n] |= cand
-        fl = nxt
+            np.bitwise_xor(unassigned, cand, out=unassigned)
+        np.bitwise_xor(before, unassigned, out=fl[:n])
+        fl[:n] |= fd[:n]
     return chosen
 
 
