@@ -56,20 +56,19 @@ def _popcount(bits):
     return int(_BYTE_BITS[0][np.ascontiguousarray(bits).view(np.uint8)].sum(dtype=np.int64))
 
 
-def port_masks(port, P, rows=2048):
-    """``M[p]``: (n+1, W) bitsets of the destinations t that node u sends out of port p (row n is zero)."""
+def port_masks(port, P, rows=256):
+    """``M[p]``: (n+1, W) bitsets of the destinations t that node u sends out of port p (row n is zero).
+    Packed per block of rows straight into M's bytes (blocks of a few MiB stay in the CPU cache)."""
     n = port.shape[0]
     W = _words(n)
     M = np.zeros((P, n + 1, W), dtype=np.uint64)
-    pad = W * 64 - n
+    packed = M.view(np.uint8)
+    width = (n + 7) // 8
     for start in range(0, n, rows):
         stop = min(n, start + rows)
         block = port[start:stop]
         for p in range(P):
-            sel = block == p
-            if pad:
-                sel = np.pad(sel, ((0, 0), (0, pad)))
-            M[p, start:stop] = np.packbits(sel, axis=1, bitorder="little").view(np.uint64)
+            packed[p, start:stop, :width] = np.packbits(block == p, axis=1, bitorder="little")
     return M
 
 

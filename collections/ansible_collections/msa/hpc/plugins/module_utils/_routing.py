@@ -2,6 +2,8 @@
 """EXTOLL routing engines (dimension-order, shortest path, up*/down*) and their checker, vectorised with numpy."""
 from __future__ import annotations
 
+import itertools
+
 try:
     import numpy as np
 except ImportError:  # pragma: no cover - the sanity import test runs without numpy
@@ -127,15 +129,22 @@ def identity_chunk(n, c0, c1, rows=None):
 
 def _ports_from_choice(chosen, port, c0):
     """Write one chunk of destinations into the table: ``chosen[p]`` (n, words) bitsets of words c0.. of the
-    destinations that leave through port p (disjoint over p) become ``port[:, t]``."""
+    destinations that leave through port p (disjoint over p) become ``port[:, t]`` (-1: none).
+
+    Unpacking bits to bytes is the costly part, so it is done per bit of p + 1 (3 planes for 7 ports), not per port."""
     n = port.shape[0]
     t0 = c0 * 64
     t1 = min(n, t0 + chosen.shape[2] * 64)
-    block = np.full((n, t1 - t0), -1, dtype=np.int8)
-    for p in range(chosen.shape[0]):
-        bits = np.unpackbits(chosen[p].view(np.uint8), axis=1, bitorder="little")[:, :t1 - t0]
-        np.copyto(block, np.int8(p), where=bits.view(bool))
-    port[:, t0:t1] = block
+    code = np.zeros((n, t1 - t0), dtype=np.int8)
+    for b in range(int(chosen.shape[0]).bit_length()):
+        plane = np.zeros(chosen.shape[1:], dtype=np.uint64)
+        for p in range(chosen.shape[0]):
+            if (p + 1) >> b & 1:
+                plane |= chosen[p]
+        bits = np.unpackbits(plane.view(np.uint8), axis=1, bitorder="little")[:, :t1 - t0]
+        code |= bits.view(np.int8) << b
+    code -= 1
+    port[:, t0:t1] = code
 
 
 def _padded_nbr(fab):
@@ -256,18 +265,19 @@ def _updown_chunk(fab, nbr_down, nbr_up, down_ports, up_ports, c0, c1):
             np.bitwise_xor(unvisited, cand, out=unvisited)
         np.bitwise_xor(before, unvisited, out=frontier[:n])
 
-    # pass 1: down-only reachability (and ports)
+    # pass 1: down-only reachability (and ports); its frontiers are the down levels pass 2 steps through again
     frontier = identity_chunk(n, c0, c1, rows=n + 1)
     no_down = ~frontier[:n]
+    down_levels = []
     while frontier[:n].any():
         down_step(frontier, no_down, True)
+        down_levels.append(frontier[:n].copy())
     # pass 2: level-synchronous; nodes without a down path join one level after an up-neighbour
-    fd = identity_chunk(n, c0, c1, rows=n + 1)
-    unvisited_d = ~fd[:n]
-    fl = fd.copy()
+    fl = identity_chunk(n, c0, c1, rows=n + 1)
     unassigned = no_down
-    while fl[:n].any():
-        down_step(fd, unvisited_d, False)
+    for level in itertools.count():
+        if not fl[:n].any():
+            break
         before = unassigned.copy()
         for p in up_ports:
             np.take(fl, nbr_up[:, p], axis=0, out=cand, mode="clip")
@@ -275,7 +285,8 @@ def _updown_chunk(fab, nbr_down, nbr_up, down_ports, up_ports, c0, c1):
             chosen[p] |= cand
             np.bitwise_xor(unassigned, cand, out=unassigned)
         np.bitwise_xor(before, unassigned, out=fl[:n])
-        fl[:n] |= fd[:n]
+        if level < len(down_levels):
+            fl[:n] |= down_levels[level]
     return chosen
 
 
@@ -319,7 +330,7 @@ def _direction_ports(fab):
     return dir_port, dim_of, wrap
 
 
-def route_dimension_order(fab, chunk=2048):
+def route_dimension_order(fab, chunk=256):
     """Dimension-order routing on a Mesh, Torus or Hypercube: correct dimension 0 first, then 1, …
 
     On a torus each dimension goes the shorter way round (ties: plus). Deadlock freedom on a torus needs two
