@@ -152,6 +152,28 @@ def _padded_nbr(fab):
     return np.where(fab.nbr < 0, fab.n, fab.nbr)
 
 
+def _by_port(nbr):
+    """(n, P) → (P, n) contiguous: one index array per port for np.take (a column of nbr is strided)."""
+    return np.ascontiguousarray(nbr.T)
+
+
+def _bfs_step(frontier, nbrs, ports, remaining, chosen):
+    """One BFS level backwards: the nodes u still in ``remaining`` whose port p (of ``ports``, in order: the first
+    port wins a tie) leads to ``nbrs[p][u]`` (one contiguous index array per port) in the frontier (n+1 rows, row n
+    zero) leave ``remaining`` and are recorded in ``chosen[p]``. Returns their bits: the next frontier's n rows.
+
+    Dense on purpose: a row-sparse variant (as in _deadlock's propagation) measured no faster here, since 1 MiB
+    chunks make the dense AND/XOR passes cheap and the frontiers of a BFS level are rarely under a few % of rows."""
+    before = remaining.copy()
+    cand = np.empty_like(remaining)
+    for p in ports:
+        np.take(frontier, nbrs[p], axis=0, out=cand, mode="clip")
+        np.bitwise_and(cand, remaining, out=cand)
+        np.bitwise_xor(remaining, cand, out=remaining)
+        chosen[p] |= cand
+    return np.bitwise_xor(before, remaining, out=before)
+
+
 # -- engines ------------------------------------------------------------------------------------------
 def route_shortest_path(fab):
     """Minimal routes: BFS from every destination at once, one frontier level per step, as bitsets.
@@ -161,7 +183,7 @@ def route_shortest_path(fab):
     """
     _need_numpy()
     n = fab.n
-    nbr = _padded_nbr(fab)
+    nbr = _by_port(_padded_nbr(fab))
     port = np.full((n, n), -1, dtype=np.int8)
     for c0, c1 in word_chunks(n):
         _ports_from_choice(_shortest_path_chunk(fab, nbr, c0, c1), port, c0)
@@ -174,18 +196,9 @@ def _shortest_path_chunk(fab, nbr, c0, c1):
     frontier = identity_chunk(n, c0, c1, rows=n + 1)
     unvisited = ~frontier[:n]
     chosen = np.zeros((P, n, c1 - c0), dtype=np.uint64)
-    cand = np.empty((n, c1 - c0), dtype=np.uint64)
-    while True:
-        before = unvisited.copy()
-        for p in range(P):
-            np.take(frontier, nbr[:, p], axis=0, out=cand, mode="clip")
-            cand &= unvisited
-            chosen[p] |= cand
-            unvisited ^= cand
-        # the nodes first reached at this level are the next frontier
-        np.bitwise_xor(before, unvisited, out=frontier[:n])
-        if not frontier[:n].any():
-            return chosen
+    while frontier[:n].any():
+        frontier[:n] = _bfs_step(frontier, nbr, range(P), unvisited, chosen)
+    return chosen
 
 
 def _bfs_levels(fab, root):
@@ -235,8 +248,8 @@ def route_updown(fab, root=None):
     down = (fab.nbr >= 0) & ~up
     nbr = _padded_nbr(fab)
     # ports that are not down (resp. up) point at the zero padding row, so no masking is needed per step
-    nbr_down = np.where(down, nbr, n)
-    nbr_up = np.where(up, nbr, n)
+    nbr_down = _by_port(np.where(down, nbr, n))
+    nbr_up = _by_port(np.where(up, nbr, n))
     down_ports = [p for p in range(P) if down[:, p].any()]
     up_ports = [p for p in range(P) if up[:, p].any()]
     port = np.full((n, n), -1, dtype=np.int8)
@@ -249,28 +262,15 @@ def route_updown(fab, root=None):
 def _updown_chunk(fab, nbr_down, nbr_up, down_ports, up_ports, c0, c1):
     """route_updown's two passes for the destinations of words c0..c1: ``chosen[p]`` (n, words) bitsets.
     Frontiers have n+1 rows (row n stays zero); the sets grown level by level are kept as their complement
-    (``unvisited``, ``unassigned``) so that every step is an in-place AND/XOR."""
+    (``no_down``, ``unassigned``) for _bfs_step."""
     n, P = fab.n, fab.P
     chosen = np.zeros((P, n, c1 - c0), dtype=np.uint64)
-    cand = np.empty((n, c1 - c0), dtype=np.uint64)
-
-    def down_step(frontier, unvisited, record):
-        # one level further back along down links; the nodes first reached become the frontier
-        before = unvisited.copy()
-        for p in down_ports:
-            np.take(frontier, nbr_down[:, p], axis=0, out=cand, mode="clip")
-            np.bitwise_and(cand, unvisited, out=cand)
-            if record:
-                chosen[p] |= cand
-            np.bitwise_xor(unvisited, cand, out=unvisited)
-        np.bitwise_xor(before, unvisited, out=frontier[:n])
-
     # pass 1: down-only reachability (and ports); its frontiers are the down levels pass 2 steps through again
     frontier = identity_chunk(n, c0, c1, rows=n + 1)
     no_down = ~frontier[:n]
     down_levels = []
     while frontier[:n].any():
-        down_step(frontier, no_down, True)
+        frontier[:n] = _bfs_step(frontier, nbr_down, down_ports, no_down, chosen)
         down_levels.append(frontier[:n].copy())
     # pass 2: level-synchronous; nodes without a down path join one level after an up-neighbour
     fl = identity_chunk(n, c0, c1, rows=n + 1)
@@ -278,13 +278,7 @@ def _updown_chunk(fab, nbr_down, nbr_up, down_ports, up_ports, c0, c1):
     for level in itertools.count():
         if not fl[:n].any():
             break
-        before = unassigned.copy()
-        for p in up_ports:
-            np.take(fl, nbr_up[:, p], axis=0, out=cand, mode="clip")
-            np.bitwise_and(cand, unassigned, out=cand)
-            chosen[p] |= cand
-            np.bitwise_xor(unassigned, cand, out=unassigned)
-        np.bitwise_xor(before, unassigned, out=fl[:n])
+        fl[:n] = _bfs_step(fl, nbr_up, up_ports, unassigned, chosen)
         if level < len(down_levels):
             fl[:n] |= down_levels[level]
     return chosen
