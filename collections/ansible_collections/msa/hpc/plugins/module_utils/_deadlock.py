@@ -232,9 +232,13 @@ class _NewStates:
     def take(self, k):
         """(rows, bits) written to VC k since the last take; the scratch is zero again afterwards."""
         rows = np.flatnonzero(self.touched[k])
-        bits = self.bits[k][rows]
-        self.bits[k][rows] = 0
-        self.touched[k][rows] = False
+        if rows.size < SPARSE_SHARE * self.touched.shape[1]:
+            bits = self.bits[k][rows]
+            self.bits[k][rows] = 0
+        else:  # most rows: plain copies instead of fancy indexing
+            bits = self.bits[k][rows] if rows.size < self.touched.shape[1] else self.bits[k].copy()
+            self.bits[k].fill(0)
+        self.touched[k] = False
         return rows, bits
 
 
@@ -243,7 +247,10 @@ def _step(fab, rule, k, rows, bits, M, w_of, new):
     n, K = fab.n, new.bits.shape[0] - 1
     if rows.size >= SPARSE_SHARE * n:
         held = np.zeros((n + 1, bits.shape[1]), dtype=np.uint64)  # row n: the padding row of unused ports
-        held[rows] = bits
+        if rows.size == n:
+            held[:n] = bits
+        else:
+            held[rows] = bits
         arrived = np.empty((n, bits.shape[1]), dtype=np.uint64)
         for r in range(fab.P):
             moves = rule.moves(r, k)
@@ -282,12 +289,16 @@ def _propagate(fab, rule, K, M, w_of):
         frontier = []
         for k in range(K + 1):
             rows, bits = new.take(k)
-            seen = occupied[k][rows]
+            every_row = rows.size == n  # then slices, not fancy indexing
+            seen = occupied[k, :n] if every_row else occupied[k][rows]
             bits |= seen
             bits ^= seen  # bits & ~seen: the states not reached before
             keep = _rows_any(bits) if rows.size else np.zeros(0, dtype=bool)
-            rows, bits = rows[keep], bits[keep]
-            occupied[k][rows] |= bits
+            if every_row and keep.all():
+                occupied[k, :n] |= bits
+            else:
+                rows, bits = rows[keep], bits[keep]
+                occupied[k][rows] |= bits
             frontier.append((rows, bits))
         if not any(rows.size for rows, bits in frontier[:K]):
             return occupied
