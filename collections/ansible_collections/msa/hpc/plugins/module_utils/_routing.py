@@ -2,6 +2,8 @@
 """EXTOLL routing engines (dimension-order, shortest path, up*/down*) and their checker, vectorised with numpy."""
 from __future__ import annotations
 
+import itertools
+
 try:
     import numpy as np
 except ImportError:  # pragma: no cover - the sanity import test runs without numpy
@@ -99,34 +101,77 @@ class Fabric:
         return bool(_bfs_levels(self, 0).min() >= 0) if self.n else True
 
 
-# -- bitset helpers: row u of an (n+1, W) uint64 matrix holds one bit per destination t -----------------
+# -- bitset helpers: row u of an (n+1, words) uint64 matrix holds one bit per destination t -------------
+# The destinations are handled in chunks of words sized so that one (n, words) bitset is about CHUNK_BYTES: the
+# arrays a chunk works on then stay in the CPU cache. With whole-width (or ~32 MiB) bitsets every pass ran from main
+# memory, and a 32^3 torus took several times longer for the same number of word operations.
+CHUNK_BYTES = 1 << 20
+
+
 def _words(n):
     return (n + 63) // 64
 
 
-def _identity_bits(n):
-    bits = np.zeros((n + 1, _words(n)), dtype=np.uint64)
-    idx = np.arange(n)
-    bits[idx, idx // 64] = np.left_shift(np.uint64(1), (idx % 64).astype(np.uint64))
+def word_chunks(n, W=None):
+    """``[(c0, c1)]``: destination word ranges of about CHUNK_BYTES per (n, words) bitset."""
+    W = _words(n) if W is None else W
+    step = max(1, min(W, CHUNK_BYTES // (8 * max(1, n))))
+    return [(c0, min(W, c0 + step)) for c0 in range(0, W, step)]
+
+
+def identity_chunk(n, c0, c1, rows=None):
+    """(rows, c1 - c0) bitsets with bit t set in row t for the destinations t of words c0..c1 (rows: n)."""
+    bits = np.zeros((n if rows is None else rows, c1 - c0), dtype=np.uint64)
+    t = np.arange(c0 * 64, min(n, c1 * 64))
+    bits[t, t // 64 - c0] = np.left_shift(np.uint64(1), (t % 64).astype(np.uint64))
     return bits
 
 
-def _unpack(bits, n):
-    """(rows, W) uint64 → (rows, n) bool."""
-    return np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")[:, :n].astype(bool)
+def _ports_from_choice(chosen, port, c0):
+    """Write one chunk of destinations into the table: ``chosen[p]`` (n, words) bitsets of words c0.. of the
+    destinations that leave through port p (disjoint over p) become ``port[:, t]`` (-1: none).
 
-
-def _ports_from_choice(chosen, n):
-    port = np.full((n, n), -1, dtype=np.int8)
-    for p in range(chosen.shape[0]):
-        if chosen[p].any():
-            port[_unpack(chosen[p], n)] = p
-    return port
+    Unpacking bits to bytes is the costly part, so it is done per bit of p + 1 (3 planes for 7 ports), not per port."""
+    n = port.shape[0]
+    t0 = c0 * 64
+    t1 = min(n, t0 + chosen.shape[2] * 64)
+    code = np.zeros((n, t1 - t0), dtype=np.int8)
+    for b in range(int(chosen.shape[0]).bit_length()):
+        plane = np.zeros(chosen.shape[1:], dtype=np.uint64)
+        for p in range(chosen.shape[0]):
+            if (p + 1) >> b & 1:
+                plane |= chosen[p]
+        bits = np.unpackbits(plane.view(np.uint8), axis=1, bitorder="little")[:, :t1 - t0]
+        code |= bits.view(np.int8) << b
+    code -= 1
+    port[:, t0:t1] = code
 
 
 def _padded_nbr(fab):
     # -1 (no link) points at the all-zero padding row n of every bitset matrix.
     return np.where(fab.nbr < 0, fab.n, fab.nbr)
+
+
+def _by_port(nbr):
+    """(n, P) → (P, n) contiguous: one index array per port for np.take (a column of nbr is strided)."""
+    return np.ascontiguousarray(nbr.T)
+
+
+def _bfs_step(frontier, nbrs, ports, remaining, chosen):
+    """One BFS level backwards: the nodes u still in ``remaining`` whose port p (of ``ports``, in order: the first
+    port wins a tie) leads to ``nbrs[p][u]`` (one contiguous index array per port) in the frontier (n+1 rows, row n
+    zero) leave ``remaining`` and are recorded in ``chosen[p]``. Returns their bits: the next frontier's n rows.
+
+    Dense on purpose: a row-sparse variant (as in _deadlock's propagation) measured no faster here, since 1 MiB
+    chunks make the dense AND/XOR passes cheap and the frontiers of a BFS level are rarely under a few % of rows."""
+    before = remaining.copy()
+    cand = np.empty_like(remaining)
+    for p in ports:
+        np.take(frontier, nbrs[p], axis=0, out=cand, mode="clip")
+        np.bitwise_and(cand, remaining, out=cand)
+        np.bitwise_xor(remaining, cand, out=remaining)
+        chosen[p] |= cand
+    return np.bitwise_xor(before, remaining, out=before)
 
 
 # -- engines ------------------------------------------------------------------------------------------
@@ -137,20 +182,23 @@ def route_shortest_path(fab):
     reports whether the channel-dependency graph of this table happens to be acyclic.
     """
     _need_numpy()
+    n = fab.n
+    nbr = _by_port(_padded_nbr(fab))
+    port = np.full((n, n), -1, dtype=np.int8)
+    for c0, c1 in word_chunks(n):
+        _ports_from_choice(_shortest_path_chunk(fab, nbr, c0, c1), port, c0)
+    return port
+
+
+def _shortest_path_chunk(fab, nbr, c0, c1):
+    """``chosen[p]``: (n, words) bitsets of the destinations (words c0..c1) that each node reaches first through p."""
     n, P = fab.n, fab.P
-    nbr = _padded_nbr(fab)
-    visited = _identity_bits(n)
-    frontier = visited.copy()
-    chosen = np.zeros((P, n, _words(n)), dtype=np.uint64)
-    while frontier.any():
-        nxt = np.zeros_like(frontier)
-        for p in range(P):
-            cand = frontier[nbr[:, p]] & ~visited[:n]
-            chosen[p] |= cand
-            visited[:n] |= cand
-            nxt[:n] |= cand
-        frontier = nxt
-    return _ports_from_choice(chosen, n)
+    frontier = identity_chunk(n, c0, c1, rows=n + 1)
+    unvisited = ~frontier[:n]
+    chosen = np.zeros((P, n, c1 - c0), dtype=np.uint64)
+    while frontier[:n].any():
+        frontier[:n] = _bfs_step(frontier, nbr, range(P), unvisited, chosen)
+    return chosen
 
 
 def _bfs_levels(fab, root):
@@ -200,44 +248,40 @@ def route_updown(fab, root=None):
     down = (fab.nbr >= 0) & ~up
     nbr = _padded_nbr(fab)
     # ports that are not down (resp. up) point at the zero padding row, so no masking is needed per step
-    nbr_down = np.where(down, nbr, n)
-    nbr_up = np.where(up, nbr, n)
-    chosen = np.zeros((P, n, _words(n)), dtype=np.uint64)
+    nbr_down = _by_port(np.where(down, nbr, n))
+    nbr_up = _by_port(np.where(up, nbr, n))
     down_ports = [p for p in range(P) if down[:, p].any()]
     up_ports = [p for p in range(P) if up[:, p].any()]
+    port = np.full((n, n), -1, dtype=np.int8)
+    for c0, c1 in word_chunks(n):
+        chosen = _updown_chunk(fab, nbr_down, nbr_up, down_ports, up_ports, c0, c1)
+        _ports_from_choice(chosen, port, c0)
+    return port
 
-    def down_step(frontier, visited, record):
-        nxt = np.zeros_like(frontier)
-        for p in down_ports:
-            cand = frontier[nbr_down[:, p]]
-            cand &= ~visited[:n]
-            if record:
-                chosen[p] |= cand
-            visited[:n] |= cand
-            nxt[:n] |= cand
-        return nxt
 
-    # pass 1: down-only reachability (and ports)
-    has_down = _identity_bits(n)
-    frontier = has_down.copy()
-    while frontier.any():
-        frontier = down_step(frontier, has_down, True)
+def _updown_chunk(fab, nbr_down, nbr_up, down_ports, up_ports, c0, c1):
+    """route_updown's two passes for the destinations of words c0..c1: ``chosen[p]`` (n, words) bitsets.
+    Frontiers have n+1 rows (row n stays zero); the sets grown level by level are kept as their complement
+    (``no_down``, ``unassigned``) for _bfs_step."""
+    n, P = fab.n, fab.P
+    chosen = np.zeros((P, n, c1 - c0), dtype=np.uint64)
+    # pass 1: down-only reachability (and ports); its frontiers are the down levels pass 2 steps through again
+    frontier = identity_chunk(n, c0, c1, rows=n + 1)
+    no_down = ~frontier[:n]
+    down_levels = []
+    while frontier[:n].any():
+        frontier[:n] = _bfs_step(frontier, nbr_down, down_ports, no_down, chosen)
+        down_levels.append(frontier[:n].copy())
     # pass 2: level-synchronous; nodes without a down path join one level after an up-neighbour
-    visited_d = _identity_bits(n)
-    fd = visited_d.copy()
-    assigned = has_down.copy()
-    fl = fd.copy()
-    while fl.any() or fd.any():
-        fd = down_step(fd, visited_d, False)
-        nxt = fd.copy()
-        for p in up_ports:
-            cand = fl[nbr_up[:, p]]
-            cand &= ~assigned[:n]
-            chosen[p] |= cand
-            assigned[:n] |= cand
-            nxt[:n] |= cand
-        fl = nxt
-    return _ports_from_choice(chosen, n)
+    fl = identity_chunk(n, c0, c1, rows=n + 1)
+    unassigned = no_down
+    for level in itertools.count():
+        if not fl[:n].any():
+            break
+        fl[:n] = _bfs_step(fl, nbr_up, up_ports, unassigned, chosen)
+        if level < len(down_levels):
+            fl[:n] |= down_levels[level]
+    return chosen
 
 
 def _direction_ports(fab):
@@ -280,7 +324,7 @@ def _direction_ports(fab):
     return dir_port, dim_of, wrap
 
 
-def route_dimension_order(fab, chunk=2048):
+def route_dimension_order(fab, chunk=256):
     """Dimension-order routing on a Mesh, Torus or Hypercube: correct dimension 0 first, then 1, …
 
     On a torus each dimension goes the shorter way round (ties: plus). Deadlock freedom on a torus needs two
