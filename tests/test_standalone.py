@@ -86,6 +86,19 @@ esac
 """
 
 
+def site_tls(directory):
+    """The site's own CA and a server certificate with its key (openssl), as a site's PKI would hand them over."""
+    directory.mkdir()
+    ca_key, ca, key, csr, cert = (directory / n for n in ("ca.key", "ca.pem", "server.key", "server.csr", "server.crt"))
+    for args in (["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", ca_key,
+                  "-out", ca, "-days", "2", "-subj", "/CN=site CA"],
+                 ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", csr,
+                  "-subj", "/CN=mgmt01"],
+                 ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert, "-days", "2"]):
+        subprocess.run(["openssl"] + [str(a) for a in args], check=True, capture_output=True)
+    return {"msa_tls_ca": str(ca), "msa_tls_cert": str(cert), "msa_tls_key": str(key)}
+
+
 def stand_in_wheel(files, version):
     """A stand-in udocker wheel for the play's files/ (check mode copies nothing) and its sha256."""
     wheel = files / ("udocker-%s-py2.py3-none-any.whl" % version)
@@ -122,9 +135,10 @@ def standalone(tmp_path_factory):
     local = play / "local" / "group_vars"
     local.mkdir(parents=True)
     (play / "local" / "hosts.yml").write_text("all: {}\n")
-    (local / "all.yml").write_text(yaml.safe_dump({
+    # the site's layer names its own TLS files (deep_est's layer names paths of its PKI that this machine lacks)
+    (local / "all.yml").write_text(yaml.safe_dump(dict({
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-        "udocker_wheel_sha256": checksum, "msa_hardware": SITE_WIDE_HARDWARE}))
+        "udocker_wheel_sha256": checksum, "msa_hardware": SITE_WIDE_HARDWARE}, **site_tls(base / "pki"))))
     # site.yml and the validation it imports: plays of the collection's roles only.
     for name in ("site.yml", "validate.yml"):
         shutil.copy(BUNDLE / "playbooks" / name, play / name)

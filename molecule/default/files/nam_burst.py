@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A burst of named NAM allocations for the kill tests, and a wait that reports what it sees.
 
-  nam_burst.py run  --path P --job J --size BYTES    (BURST_URL, BURST_USER, BURST_PASSWORD in the environment)
+  nam_burst.py run  --path P --job J --size BYTES    (BURST_URL, BURST_USER, BURST_PASSWORD, BURST_CA in the environment)
   nam_burst.py wait --path P --acks N [--timeout S]
   nam_burst.py stop --path P [--timeout S]
 
@@ -29,7 +29,7 @@ def run(args):
     from msa_sim.nammgr import client as C  # the node's stand-in client (the one the Slurm NAM hooks use)
 
     client = C.Client(os.environ["BURST_URL"], os.environ["BURST_USER"], os.environ["BURST_PASSWORD"],
-                      timeout=5, retries=0)
+                      timeout=5, retries=0, ca_path=os.environ.get("BURST_CA") or None)
     why = "crashed"
     with open(args.path + ".log", "a", buffering=1, encoding="utf-8") as log:
         try:

@@ -77,11 +77,12 @@ def test_emp_master_reports_the_fabric_up_as_defined(manager, topology):
     master = manager.host.service("emp-master")
     assert master.is_running and master.is_enabled
     assert manager.host.file("/etc/extoll/emp.token").mode == 0o600
-    endpoint = "http://%s:9000" % manager.vars["msa_addresses"][manager.vars["msa_management_fabric"]]
-    ctrl = "python3 -m msa_sim.emp.ctrl --endpoint %s --token-file /etc/extoll/emp.token " % endpoint
+    endpoint = "https://%s:9000" % manager.vars["msa_addresses"][manager.vars["msa_management_fabric"]]
+    ca = "--ca-file /etc/msa-hpc/tls/ca.pem"
+    ctrl = "python3 -m msa_sim.emp.ctrl --endpoint %s --token-file /etc/extoll/emp.token %s " % (endpoint, ca)
     info = json.loads(manager.host.check_output(ctrl + "network info"))
     assert info["network"]["status"] == "up"
     assert info["topology"]["nodes"] == len(topo.nodes) and info["discovered"]["links"] == len(topo.links)
     assert info["routing"]["algorithm"] == topo.routing and info["routing"]["summary"]["deadlock_free"]
     # without the token the master answers nothing
-    assert manager.host.run("python3 -m msa_sim.emp.ctrl --endpoint %s network status" % endpoint).rc != 0
+    assert manager.host.run("python3 -m msa_sim.emp.ctrl --endpoint %s %s network status" % (endpoint, ca)).rc != 0

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 """Grafana SimpleJSON-compatible HTTP API of the Collect Agent, with DCDB's hierarchical /search and job queries.
 
-- ``GET /``: health (Grafana's "Test" button); basic auth when restAPI users are configured.
+- Served over TLS only when restAPI names a ``certificate`` and ``privateKey`` (as DCDB's own REST API is).
+- ``GET /``: health (Grafana's "Test" button); basic auth when restAPI users are configured, as on every endpoint.
 - ``POST /search`` ``{"target": t}``: t ending in ``/`` lists the children of that level; else the sensors matching t
   (a name, a pattern with ``+``/``*``/``{a,b}``, or a substring); ``""`` lists every sensor.
 - ``GET /search`` and ``GET|POST /search/<l1>/…/<ln>``: the children (sub-levels and sensors) at that level, so a client walks
@@ -24,7 +25,9 @@ import json
 import logging
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from ..tlsserver import TLSThreadingHTTPServer
 
 LOG = logging.getLogger("dcdb.api")
 MAX_SERIES = 1000
@@ -247,8 +250,9 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
 
-def make_server(agent, host, port):
+def make_server(agent, host, port, tls=None):
+    """The API of ``agent`` on host:port; ``tls`` (cert, key) makes it TLS only."""
     handler = type("BoundHandler", (Handler,), {"agent": agent})
-    server = ThreadingHTTPServer((host, port), handler)
+    server = TLSThreadingHTTPServer((host, port), handler, tls=tls)
     server.daemon_threads = True
     return server

@@ -25,7 +25,7 @@ from ansible_collections.msa.hpc.plugins.module_utils._hostlist import expand as
 
 from . import payload as wire
 from .analytics import load_operators, run_operators
-from .info import DcdbConfigError, as_bool, as_int, load_info, read_secret, split_hostport
+from .info import DcdbConfigError, as_bool, as_int, load_info, mqtt_tls, read_secret, split_hostport, use_tls
 from .store import StoreError, open_store
 from .tree import SensorTree
 
@@ -46,7 +46,8 @@ class AgentConfig:
         self.root = root
         glob = root.get("global")
         get = (lambda k, d=None: glob.value_of(k, d)) if glob is not None else (lambda k, d=None: d)
-        self.broker = split_hostport(get("mqttBroker", "127.0.0.1:1883"), 1883, "global.mqttBroker")
+        self.ca_file, port = mqtt_tls(get)
+        self.broker = split_hostport(get("mqttBroker", "127.0.0.1:%d" % port), port, "global.mqttBroker")
         self.username = get("username") or None
         pw_file = get("passwordFile")
         self.password = read_secret(pw_file, "global.passwordFile") if pw_file else get("password")
@@ -67,6 +68,10 @@ class AgentConfig:
         rest = root.get("restAPI")
         rget = (lambda k, d=None: rest.value_of(k, d)) if rest is not None else (lambda k, d=None: d)
         self.http = split_hostport(rget("address", "127.0.0.1:8080"), 8080, "restAPI.address")
+        # DCDB's REST API speaks HTTPS with these (PEM) files; without them this stand-in serves plain HTTP
+        self.tls_cert, self.tls_key = rget("certificate") or None, rget("privateKey") or None
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise DcdbConfigError("restAPI: certificate and privateKey must be set together")
         self.users = {}
         if rest is not None:
             for user in rest.get_all("user"):
@@ -329,6 +334,7 @@ class CollectAgent:
         cfg = self.config
         factory = self._client_factory or mqtt.Client
         client = factory(client_id=cfg.client_id, clean_session=not cfg.persistent)
+        use_tls(client, cfg.ca_file)
         if cfg.username:
             client.username_pw_set(cfg.username, cfg.password)
         client.max_inflight_messages_set(1000)
@@ -364,7 +370,7 @@ def main(argv=None):
     try:
         config = AgentConfig(args.config)
         agent = CollectAgent(config)
-        server = make_server(agent, *config.http)
+        server = make_server(agent, *config.http, tls=(config.tls_cert, config.tls_key) if config.tls_cert else None)
     except (DcdbConfigError, StoreError, OSError, ValueError) as exc:
         print("collectagent: %s" % exc, file=sys.stderr)
         return 2
@@ -374,7 +380,7 @@ def main(argv=None):
     agent.start()
     http = threading.Thread(target=server.serve_forever, name="dcdb-http", daemon=True)
     http.start()
-    LOG.info("HTTP API on %s:%d (%s)", config.http[0], server.server_address[1],
+    LOG.info("API on %s://%s:%d (%s)", server.scheme, config.http[0], server.server_address[1],
              "basic auth" if config.users else "NO authentication: add restAPI user entries")
     while not stop.wait(5):
         if config.status_file:

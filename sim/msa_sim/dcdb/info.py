@@ -3,6 +3,8 @@ from __future__ import annotations
 
 """The INFO configuration format of DCDB, shared with the collection (one parser for the module and the daemons)."""
 
+import ssl
+
 from ansible_collections.msa.hpc.plugins.module_utils._dcdb import (  # noqa: F401  (re-exported)
     DcdbConfigError, InfoError, InfoNode, dump_info, load_info, parse_info, parse_plugin, pusher_plugins,
     validate_topic)
@@ -31,6 +33,21 @@ def split_hostport(text, default_port, field):
         return host.strip("[]"), int(port)
     except ValueError:
         raise DcdbConfigError("%s %r is not host:port" % (field, text))
+
+
+def mqtt_tls(get, default_port=8883):
+    """``(ca_file, port default)`` of the global section: ``mqttCAFile`` names the CA the broker's certificate is
+    verified against and makes the connection TLS (8883 unless mqttBroker names a port); none: plain MQTT (1883)."""
+    ca_file = get("mqttCAFile") or None
+    return ca_file, (default_port if ca_file else 1883)
+
+
+def use_tls(client, ca_file):
+    """Make a paho client speak TLS to the broker, verifying its certificate and name against ``ca_file``."""
+    if ca_file:
+        context = ssl.create_default_context(cafile=ca_file)
+        client.tls_set_context(context)
+        client.tls_insecure_set(False)
 
 
 def read_secret(path, field):

@@ -22,7 +22,8 @@ import time
 
 from .. import sdnotify
 from . import payload as wire
-from .info import DcdbConfigError, as_int, load_info, pusher_plugins, read_secret, split_hostport, validate_topic
+from .info import (DcdbConfigError, as_int, load_info, mqtt_tls, pusher_plugins, read_secret, split_hostport, use_tls,
+                   validate_topic)
 from .plugins import load_plugin, plugin_config_path, short_hostname
 
 try:
@@ -41,7 +42,8 @@ class PusherConfig:
         root = load_info(path)
         glob = root.get("global")
         get = (lambda key, default=None: glob.value_of(key, default)) if glob is not None else (lambda k, d=None: d)
-        self.broker = split_hostport(get("mqttBroker", "127.0.0.1:1883"), 1883, "global.mqttBroker")
+        self.ca_file, port = mqtt_tls(get)
+        self.broker = split_hostport(get("mqttBroker", "127.0.0.1:%d" % port), port, "global.mqttBroker")
         self.username = get("username") or None
         password_file = get("passwordFile")
         self.password = read_secret(password_file, "global.passwordFile") if password_file else get("password")
@@ -71,7 +73,7 @@ class PusherConfig:
         self.plugins = [(name, plugin_config_path(config_dir, name, cfg)) for name, cfg in pusher_plugins(root)]
 
     def connection(self):
-        return (self.broker, self.username, self.password, self.client_id, self.keepalive)
+        return (self.broker, self.ca_file, self.username, self.password, self.client_id, self.keepalive)
 
 
 class ReadingQueue:
@@ -190,6 +192,7 @@ class Pusher:
         factory = self._client_factory or mqtt.Client
         cfg = self.config
         client = factory(client_id=cfg.client_id, clean_session=True)
+        use_tls(client, cfg.ca_file)
         if cfg.username:
             client.username_pw_set(cfg.username, cfg.password)
         client.max_inflight_messages_set(cfg.max_inflight)

@@ -1,13 +1,15 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The EMP master's REST API (seed 004 §2.1 endpoints) over http.server, with bearer-token auth."""
+"""The EMP master's REST API (seed 004 §2.1 endpoints) over http.server (TLS only when given a certificate), with
+bearer-token auth on every endpoint but ``GET /health``."""
 from __future__ import annotations
 
 import hmac
 import json
 import logging
 import re
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
+from ..tlsserver import TLSThreadingHTTPServer
 from .engine import EmpError
 
 log = logging.getLogger("emp.api")
@@ -19,9 +21,10 @@ SEED_ENDPOINTS = {("GET", "emp/getTD"), ("POST", "emp/run"), ("GET", "emp/status
 SEED_NODE_UNITS = (None, "link", "xbar", "pcie", "velo", "rma")
 
 
-def make_server(master, address, port, token=None, seed_only=False):
+def make_server(master, address, port, token=None, seed_only=False, tls=None):
     """A ThreadingHTTPServer serving ``master`` (an engine.Master); ``port`` 0 picks a free port. ``seed_only``
-    answers only the seed's endpoint list (404 for the extras), as a master that has nothing more would."""
+    answers only the seed's endpoint list (404 for the extras), as a master that has nothing more would. ``tls``
+    (cert, key) makes the socket TLS only."""
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "emp-master/1"
@@ -67,6 +70,8 @@ def make_server(master, address, port, token=None, seed_only=False):
             path = self.path.split("?", 1)[0].strip("/")
             if path.startswith("api/"):
                 path = path[4:]
+            if method == "GET" and path == "health":
+                return self._send(200, {"ok": True})
             if not self._authorised():
                 return self._send(401, {"error": {"message": "missing or wrong bearer token"}})
             try:
@@ -140,7 +145,7 @@ def make_server(master, address, port, token=None, seed_only=False):
             return m.node_unit(node_id, unit)
         raise EmpError("no endpoint %s %s" % (method, path), 404)
 
-    return ThreadingHTTPServer((address, int(port)), Handler)
+    return TLSThreadingHTTPServer((address, int(port)), Handler, tls=tls)
 
 
 def _td(topo):

@@ -9,6 +9,8 @@ MASTER_DEFAULTS = {
     "auto_configuration": "off",
     "state_dir": "/var/lib/emp",
     "token_file": "",
+    "tls_cert": "",                 # PEM certificate and key of the API: both set, the API speaks TLS only
+    "tls_key": "",
     "extoll_cidr": "10.44.0.0/24",
     "discovery": "slaves",          # slaves: from slave reports; file: discovery_file is the physical fabric
     "discovery_file": "",
@@ -32,6 +34,7 @@ SLAVE_DEFAULTS = {
     "hello_interval": "1",
     "report_interval": "1",
     "token_file": "",
+    "ca_file": "",                  # CA the master's https certificate is verified against ('': system CAs)
     "route_table": "44",
     "rule_priority": "1000",
 }

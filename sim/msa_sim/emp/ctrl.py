@@ -29,14 +29,14 @@ class CtrlError(Exception):
     pass
 
 
-def call(endpoint, method, path, body=None, token=None, timeout=30, retries=2):
+def call(endpoint, method, path, body=None, token=None, timeout=30, retries=2, ca_path=None):
     """One call of the EMP master's API: its JSON (or the text of a DOT graph); CtrlError with a sentence otherwise.
 
     The master's POSTs and PUTs set a state (run, network start/stop, discover, topology load), so one whose answer
     was lost is sent again: that cannot duplicate anything.
     """
     try:
-        client = RestClient(endpoint, token=token, timeout=timeout, retries=retries)
+        client = RestClient(endpoint, token=token, ca_path=ca_path, timeout=timeout, retries=retries)
         return client.request(method, path, body=body, lookup=send_again)[1]
     except RestTransportError as exc:
         what = "cannot reach" if exc.outcome == NOT_DONE else "lost the answer of"
@@ -52,8 +52,10 @@ def call(endpoint, method, path, body=None, token=None, timeout=30, retries=2):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="emp-ctrl", description=__doc__)
-    parser.add_argument("--endpoint", default=os.environ.get("EMP_MASTER", "http://127.0.0.1:9000"))
+    parser.add_argument("--endpoint", default=os.environ.get("EMP_MASTER", "https://127.0.0.1:9000"))
     parser.add_argument("--token-file", default=os.environ.get("EMP_TOKEN_FILE", ""))
+    parser.add_argument("--ca-file", default=os.environ.get("EMP_CA_FILE", ""),
+                        help="CA the master's certificate is verified against (default: the system's CAs)")
     parser.add_argument("group", choices=sorted(COMMANDS) + ["help"])
     parser.add_argument("command", nargs="?")
     parser.add_argument("file", nargs="?", help="topology load: the .td file")
@@ -93,12 +95,12 @@ def main(argv=None):
     elif method == "POST":
         body = {}
     try:
-        result = call(args.endpoint, method, path, body, token)
+        result = call(args.endpoint, method, path, body, token, ca_path=args.ca_file or None)
         if args.wait and (args.group, args.command) == ("emp", "run") and not args.dry_run:
             deadline = time.monotonic() + args.timeout
             while result.get("state") not in ("done", "failed") and time.monotonic() < deadline:
                 time.sleep(0.2)
-                result = call(args.endpoint, "GET", "emp/status", None, token)
+                result = call(args.endpoint, "GET", "emp/status", None, token, ca_path=args.ca_file or None)
     except CtrlError as exc:
         print("emp-ctrl: %s" % exc, file=sys.stderr)
         return 1

@@ -18,7 +18,11 @@ from .store import Store
 def build(conf):
     store = Store(os.path.join(conf["state_dir"], "master.sqlite"))
     master = Master(conf, store)
-    server = make_server(master, conf["listen_address"], conf["listen_port"], config.read_token(conf["token_file"]))
+    if bool(conf["tls_cert"]) != bool(conf["tls_key"]):
+        raise ValueError("tls_cert and tls_key must be set together")
+    tls = (conf["tls_cert"], conf["tls_key"]) if conf["tls_cert"] else None
+    server = make_server(master, conf["listen_address"], conf["listen_port"], config.read_token(conf["token_file"]),
+                         tls=tls)
     return master, server
 
 
@@ -32,8 +36,9 @@ def main(argv=None):
     except (OSError, ValueError, RuntimeError) as exc:
         print("emp-master: %s" % exc, file=sys.stderr)
         return 1
-    master.store.log("master listening on %s:%s" % server.server_address[:2])
-    print("emp-master listening on %s:%s" % server.server_address[:2], flush=True)
+    where = "%s://%s:%s" % ((server.scheme,) + server.server_address[:2])
+    master.store.log("master listening on %s" % where)
+    print("emp-master listening on %s" % where, flush=True)
     if config.flag(conf["auto_configuration"]):
         def auto():
             mode = "topology" if master.expected() is not None else "auto"

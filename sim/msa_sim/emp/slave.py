@@ -135,7 +135,8 @@ class Slave:
 
     def post(self, body):
         """Report to the master and return its reply; the report loop itself is the retry (a report is a state)."""
-        reply = RestClient(self.conf["master"], token=self.token, timeout=5, retries=0).post("slaves/report", body)
+        reply = RestClient(self.conf["master"], token=self.token, ca_path=self.conf.get("ca_file") or None, timeout=5,
+                           retries=0).post("slaves/report", body)
         if not isinstance(reply, dict):
             raise RestError("the EMP master at %s answered a report with %r, not a JSON object"
                             % (self.conf["master"], reply))

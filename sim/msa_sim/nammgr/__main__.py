@@ -36,10 +36,11 @@ def serve(args):
     cfg = C.load(args.config)
     store = open_store(cfg)
     auth = Authenticator(cfg.users_file, os.path.join(cfg.state_dir, "token.key"), cfg.token_ttl)
-    server = Server((args.listen or cfg.listen, cfg.port if args.port is None else args.port), Manager(store, auth))
+    server = Server((args.listen or cfg.listen, cfg.port if args.port is None else args.port), Manager(store, auth),
+                    tls=cfg.tls)
     host, port = server.server_address[:2]
-    log.info("serving %d NAM and %d GCE devices on http://%s:%d (state %s)", len(cfg.nam_devices),
-             len(cfg.gce_devices), host, port, cfg.db_path)
+    log.info("serving %d NAM and %d GCE devices on %s://%s:%d (state %s)", len(cfg.nam_devices),
+             len(cfg.gce_devices), server.scheme, host, port, cfg.db_path)
     if args.ready_file:
         with open(args.ready_file + ".tmp", "w", encoding="utf-8") as fh:
             fh.write("%s:%d\n" % (host, port))

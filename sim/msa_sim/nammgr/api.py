@@ -33,12 +33,13 @@ import json
 import logging
 import re
 import socket
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.msa.hpc.plugins.module_utils import _gce as G
 from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, parse_size
 from msa_sim.nammgr.store import StoreError
+from msa_sim.tlsserver import TLSThreadingHTTPServer
 
 log = logging.getLogger("nam-manager")
 ID_RE = re.compile(r"^[A-Za-z0-9_.:@+-]{1,128}$")
@@ -451,11 +452,11 @@ def gce_orphans(mgr, who, body, query):
     return 200, {"released": [c["id"] for c in comms], "communicators": comms}
 
 
-class Server(ThreadingHTTPServer):
+class Server(TLSThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address, manager):
-        super().__init__(address, Handler)
+    def __init__(self, address, manager, tls=None):
+        super().__init__(address, Handler, tls=tls)
         self.manager = manager

@@ -154,7 +154,7 @@ def _hook_client(args, env):
                                                                                "user"),
                       password=pick(args.auth_password, "NAM_MANAGER_PASSWORD", "password"),
                       token=pick(args.token, "NAM_MANAGER_TOKEN", "token"), timeout=args.timeout,
-                      retries=args.retries)
+                      retries=args.retries, ca_path=pick(args.ca_path, "NAM_MANAGER_CA_PATH", "ca_path"))
 
 
 def _hook(action, env, args, out, err):

@@ -40,6 +40,9 @@ DEFAULTS = {
     "granularity": "4K",
     "synchronous": "full",
     "token_ttl": "3600",
+    # PEM certificate and key of the API: both set, the manager speaks TLS only (https)
+    "tls_cert": "",
+    "tls_key": "",
 }
 DEFAULT_PATH = "/etc/nam-manager/manager.conf"
 
@@ -61,6 +64,13 @@ class Config:
         self.token_ttl = token_ttl
         self.nam_devices = nam_devices
         self.gce_devices = gce_devices
+        self.tls_cert = ""
+        self.tls_key = ""
+
+    @property
+    def tls(self):
+        """(cert, key) when the API speaks TLS, else None."""
+        return (self.tls_cert, self.tls_key) if self.tls_cert else None
 
     @property
     def db_path(self):
@@ -134,9 +144,13 @@ def parse(text, path="manager.conf"):
                 raise ConfigError("%s [%s] %s = %s is not a multiple of the granularity %d"
                                   % (path, name, key, sec.get(key), granularity))
         nam.append(dev_cfg)
-    return Config(path, main["listen"], _get(main, "port", path, int, 0, 65535), main["state_dir"],
-                  main["users_file"], granularity, main["synchronous"].lower(),
-                  _get(main, "token_ttl", path, int, 1), nam, gce)
+    if bool(main["tls_cert"]) != bool(main["tls_key"]):
+        raise ConfigError("%s [manager]: tls_cert and tls_key must be set together" % path)
+    cfg = Config(path, main["listen"], _get(main, "port", path, int, 0, 65535), main["state_dir"],
+                 main["users_file"], granularity, main["synchronous"].lower(),
+                 _get(main, "token_ttl", path, int, 1), nam, gce)
+    cfg.tls_cert, cfg.tls_key = main["tls_cert"], main["tls_key"]
+    return cfg
 
 
 def load(path=DEFAULT_PATH):

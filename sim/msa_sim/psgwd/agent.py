@@ -24,9 +24,10 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from msa_sim.psgwd.store import DaemonStore
+from msa_sim.tlsserver import TLSThreadingHTTPServer
 
 log = logging.getLogger("psgw-agent")
 JOB_RE = re.compile(r"^[0-9A-Za-z_.+-]{1,64}$")
@@ -224,15 +225,15 @@ class Handler(BaseHTTPRequestHandler):
         self._dispatch("DELETE")
 
 
-class AgentServer(ThreadingHTTPServer):
+class AgentServer(TLSThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address, agent, token):
+    def __init__(self, address, agent, token, tls=None):
         self.agent = agent
         self.token = token
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
-        super().__init__(address, Handler)
+        super().__init__(address, Handler, tls=tls)
 
 
 def read_token(path):
@@ -251,10 +252,14 @@ def main(argv=None):
     ap.add_argument("--name", default=socket.gethostname().split(".")[0])
     ap.add_argument("--token-file", default="/etc/msa-gw/agent.token")
     ap.add_argument("--insecure-no-auth", action="store_true", help="serve without a token (tests only)")
+    ap.add_argument("--tls-cert", help="PEM certificate of the API: with --tls-key, the agent speaks TLS only")
+    ap.add_argument("--tls-key", help="PEM key of --tls-cert")
     ap.add_argument("--state-dir", default="/var/lib/msa-gw")
     ap.add_argument("--run-dir", default="/run/msa-gw")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="psgw-agent %(levelname)s %(message)s")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        ap.error("--tls-cert and --tls-key go together")
     fabrics = []
     for item in args.fabric:
         name, sep, addr = item.partition("=")
@@ -265,12 +270,13 @@ def main(argv=None):
         token = None if args.insecure_no_auth else read_token(args.token_file)
         agent = Agent(args.name, fabrics, args.state_dir, args.run_dir)
         host, _, port = args.listen.rpartition(":")
-        server = AgentServer((host.strip("[]"), int(port)), agent, token)
+        server = AgentServer((host.strip("[]"), int(port)), agent, token,
+                             tls=(args.tls_cert, args.tls_key) if args.tls_cert else None)
     except (OSError, ValueError) as exc:
         print("psgw-agent: %s" % exc, file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    print("psgw-agent %s serving on %s:%d" % (args.name, *server.server_address[:2]), flush=True)
+    print("psgw-agent %s serving on %s://%s:%d" % (args.name, server.scheme, *server.server_address[:2]), flush=True)
     server.serve_forever(poll_interval=0.2)
     server.server_close()
     return 0

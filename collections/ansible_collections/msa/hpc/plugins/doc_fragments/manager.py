@@ -10,7 +10,7 @@ class ModuleDocFragment(object):
 options:
   endpoint:
     description:
-      - Base URL of the manager's REST API, for example C(http://mgmt01:8780) for the NAM/GCE manager.
+      - Base URL of the manager's REST API, for example C(https://mgmt01:8780) for the NAM/GCE manager.
     type: str
     required: true
   username:
@@ -29,8 +29,15 @@ options:
   validate_certs:
     description:
       - Verify the manager's TLS certificate when O(endpoint) is C(https://).
+      - Turning this off is for tests only; the managers speak TLS only and their certificates come from the
+        system's CA, given with O(ca_path).
     type: bool
     default: true
+  ca_path:
+    description:
+      - PEM file (or directory) of the CA certificates the manager's certificate is verified against, for example
+        the system's CA C(/etc/msa-hpc/tls/ca.pem). Default is the system's trusted CAs.
+    type: path
   timeout:
     description:
       - Seconds to wait for one HTTP request. A request that did not reach the manager is retried three times with

@@ -85,9 +85,14 @@ def leader_records(job_id, squeue):
 
 # --------------------------------------------------------------------------- agents (through the shared RestClient)
 
+# CA the agents' https certificates are verified against (--ca-file; None: the system's CAs).
+AGENT_CA = {"path": None}
+
+
 def agent_call(base_url, method, path, token, body=None, timeout=15.0):
     try:
-        client = RestClient(base_url, token=token, token_header="Authorization", timeout=timeout, retries=0)
+        client = RestClient(base_url, token=token, token_header="Authorization", timeout=timeout, retries=0,
+                            ca_path=AGENT_CA["path"])
         return client.request(method, path, body=body, expect=(200, 201, 202, 204))[1]
     except RestError as exc:
         detail = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else None
@@ -333,6 +338,8 @@ def parser(prog="msa-gw-hook"):
     ap.add_argument("--pool-file", default=P.DEFAULT_POOL_FILE)
     ap.add_argument("--db", default=P.DEFAULT_DB)
     ap.add_argument("--token-file", default="/etc/msa-gw/agent.token")
+    ap.add_argument("--ca-file", default="", help="CA the agents' https certificates are verified against "
+                    "(default: the system's CAs)")
     ap.add_argument("--scontrol", default="scontrol", help="scontrol (the reservation of unavailable gateways)")
     ap.add_argument("--squeue", default="squeue", help="squeue (the job, read with --json)")
     ap.add_argument("--report-dir", default="/var/lib/msa-gw/reports")
@@ -348,6 +355,7 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-gw-hook"
     """Run one action; every expected failure is one line on ``err`` and an exit status, never a traceback."""
     env = os.environ if env is None else env
     opts = parser(prog).parse_args(argv)
+    AGENT_CA["path"] = opts.ca_file or None
     action = {"prolog": prolog, "epilog": epilog, "health": health}[opts.action]
     return S.run_hook("psgw", opts.action, lambda: action(env, opts, out), {"prolog": REQUEUE, "epilog": 0}.get(
         opts.action, 1), env.get("SLURM_JOB_ID"), err,

@@ -112,7 +112,8 @@ def parse_pool(data, source="pool"):
     """Validate a pool description (the dict form of pool.yml) and return ``(gateways, settings)``.
 
     ``settings``: ``route_fabric`` (the fabric whose address goes in routing files), ``port`` (psgwd port,
-    0 = the daemon picks one), ``agent_port``, ``selection`` (lru / round_robin), ``strategy`` (default
+    0 = the daemon picks one), ``agent_port``, ``agent_scheme`` (https, the default, or http: how the agents
+    are reached unless an entry names its ``agent`` URL), ``selection`` (lru / round_robin), ``strategy`` (default
     routing strategy), ``license`` (Slurm license that carries the gateway count), ``route_prefix``
     (default routing file name ``<prefix>-<job id>``), ``cluster_partitions`` (partitions on the cluster
     side of the gateways; every other partition is the booster side) and ``plugin_dirs``.
@@ -122,6 +123,9 @@ def parse_pool(data, source="pool"):
     route_fabric = data.get("route_fabric")
     agent_port = data.get("agent_port", DEFAULT_AGENT_PORT)
     port = data.get("port", 0)
+    agent_scheme = data.get("agent_scheme", "https")
+    if agent_scheme not in ("https", "http"):
+        raise PoolError("%s: agent_scheme is %r, expected https or http" % (source, agent_scheme))
     for key, value in (("agent_port", agent_port), ("port", port)):
         if not isinstance(value, int) or not 0 <= value < 65536:
             raise PoolError("%s: %s is %r, expected a port number" % (source, key, value))
@@ -144,7 +148,7 @@ def parse_pool(data, source="pool"):
         if fabric not in addresses:
             raise PoolError("%s (%s): route_fabric %r is not one of its fabrics %s"
                             % (where, name, fabric, ", ".join(sorted(addresses))))
-        agent = entry.get("agent") or "http://%s:%d" % (entry.get("management", name), agent_port)
+        agent = entry.get("agent") or "%s://%s:%d" % (agent_scheme, entry.get("management", name), agent_port)
         gateways.append(Gateway(name, addresses, addresses[fabric], str(agent), seq=i))
     selection = data.get("selection", "lru")
     if selection not in SELECTIONS:
@@ -153,7 +157,8 @@ def parse_pool(data, source="pool"):
     if not isinstance(cluster_partitions, list) or not all(isinstance(p, str) for p in cluster_partitions):
         raise PoolError("%s: cluster_partitions is %r, expected a list of partition names"
                         % (source, cluster_partitions))
-    settings = {"route_fabric": route_fabric, "port": port, "agent_port": agent_port, "selection": selection,
+    settings = {"route_fabric": route_fabric, "port": port, "agent_port": agent_port, "agent_scheme": agent_scheme,
+                "selection": selection,
                 "strategy": str(data.get("strategy", "balance")), "license": str(data.get("license", "gateway")),
                 "route_prefix": str(data.get("route_prefix", "psgw-route")),
                 "cluster_partitions": cluster_partitions, "plugin_dirs": list(data.get("plugin_dirs") or [])}

@@ -17,6 +17,7 @@ def manager_argument_spec(**extra):
         password=dict(type="str", no_log=True),
         token=dict(type="str", no_log=True),
         validate_certs=dict(type="bool", default=True),
+        ca_path=dict(type="path"),
         timeout=dict(type="int", default=10),
     )
     spec.update(extra)
@@ -27,4 +28,5 @@ def manager_client(params, client_class=RestClient):
     """A client for ``params["endpoint"]`` with the credentials the task gave (bearer token or basic auth)."""
     return client_class(params["endpoint"], username=params.get("username"), password=params.get("password"),
                         token=params.get("token"), validate_certs=params.get("validate_certs", True),
+                        ca_path=params.get("ca_path"),
                         timeout=params.get("timeout", 10))

@@ -73,7 +73,7 @@ def leader_value(leader, key):
 
 
 def read_conf(path):
-    """The client's ``key=value`` file (url, user, password or token); missing file: nothing."""
+    """The client's ``key=value`` file (url, user, password or token, ca_path); missing file: nothing."""
     conf = {}
     try:
         with open(path, "r", encoding="utf-8") as fh:
@@ -88,10 +88,12 @@ def read_conf(path):
 
 
 def make_client(conf_path, timeout=10.0, retries=3):
-    """The shared RestClient with the hook's credentials."""
+    """The shared RestClient with the hook's credentials; an https manager is verified against ``ca_path`` (the
+    system's CAs when it is not set), and only ``validate_certs=false`` in the file turns that off."""
     conf = read_conf(conf_path)
     return RestClient(conf.get("url"), username=conf.get("user"), password=conf.get("password"),
-                      token=conf.get("token"), timeout=timeout, retries=retries)
+                      token=conf.get("token"), timeout=timeout, retries=retries, ca_path=conf.get("ca_path") or None,
+                      validate_certs=conf.get("validate_certs", "true").lower() not in ("false", "no", "0", "off"))
 
 
 def services(client):

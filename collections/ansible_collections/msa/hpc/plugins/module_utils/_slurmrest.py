@@ -55,7 +55,7 @@ class SlurmRestError(TransportError):
 def rest_argument_spec():
     """The slurmrestd options of the modules that can use it (documented in doc fragment msa.hpc.slurmrest)."""
     return dict(rest_url=dict(type="str"), rest_user=dict(type="str"), rest_token=dict(type="str", no_log=True),
-                rest_timeout=dict(type="int", default=10))
+                rest_ca_path=dict(type="path"), rest_timeout=dict(type="int", default=10))
 
 
 def _options(words, where):
@@ -154,7 +154,7 @@ def _generic(payload):
 class RestTransport:
     """Slurm through slurmrestd: submit, release, jobs, history, cancel, as CliTransport offers them.
 
-    ``url`` is the API's base (``http://mgmt01:6820``); ``user`` and ``token`` travel as X-SLURM-USER-NAME and
+    ``url`` is the API's base (``https://mgmt01:6820``); ``user`` and ``token`` travel as X-SLURM-USER-NAME and
     X-SLURM-USER-TOKEN. Records are those of parse_squeue_json/parse_sacct_json: slurmrestd 22.05 answers in the
     layout ``squeue --json`` and ``sacct --json`` print. No message carries the token.
     """

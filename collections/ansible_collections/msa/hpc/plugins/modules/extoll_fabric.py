@@ -27,16 +27,21 @@ extends_documentation_fragment:
   - msa.hpc.attributes.platform
 options:
   endpoint:
-    description: Base URL of the EMP master, for example C(http://mgmt01:9000).
+    description: Base URL of the EMP master, for example C(https://mgmt01:9000).
     type: str
     required: true
   token:
     description: Bearer token of the EMP master (the content of its C(token_file)).
     type: str
   validate_certs:
-    description: Verify the master's TLS certificate.
+    description: Verify the master's TLS certificate (off is for tests only; the master speaks TLS only).
     type: bool
     default: true
+  ca_path:
+    description:
+      - PEM file (or directory) of the CA certificates the master's certificate is verified against, for example the
+        system's CA C(/etc/msa-hpc/tls/ca.pem). Default is the system's trusted CAs.
+    type: path
   timeout:
     description: Seconds for one HTTP request.
     type: int
@@ -111,7 +116,8 @@ seealso:
 EXAMPLES = r"""
 - name: Route the ESB torus as defined and start the EXTOLL network
   msa.hpc.extoll_fabric:
-    endpoint: http://mgmt01:9000
+    endpoint: https://mgmt01:9000
+    ca_path: /etc/msa-hpc/tls/ca.pem
     token: "{{ emp_token }}"
     topology_file: /etc/extoll/topology.td
     mode: topology
@@ -119,27 +125,31 @@ EXAMPLES = r"""
 
 - name: Route whatever booted with up*/down*
   msa.hpc.extoll_fabric:
-    endpoint: http://mgmt01:9000
+    endpoint: https://mgmt01:9000
+    ca_path: /etc/msa-hpc/tls/ca.pem
     token: "{{ emp_token }}"
     mode: auto
 
 - name: Define a 4x4 torus inline
   msa.hpc.extoll_fabric:
-    endpoint: http://mgmt01:9000
+    endpoint: https://mgmt01:9000
+    ca_path: /etc/msa-hpc/tls/ca.pem
     token: "{{ emp_token }}"
     topology:
       generate: {type: Torus, dims: [4, 4], routing: DimensionOrder}
 
 - name: Report missing nodes and links without changing anything
   msa.hpc.extoll_fabric:
-    endpoint: http://mgmt01:9000
+    endpoint: https://mgmt01:9000
+    ca_path: /etc/msa-hpc/tls/ca.pem
     token: "{{ emp_token }}"
     topology_file: /etc/extoll/topology.td
     state: discovered
 
 - name: Stop the EXTOLL network
   msa.hpc.extoll_fabric:
-    endpoint: http://mgmt01:9000
+    endpoint: https://mgmt01:9000
+    ca_path: /etc/msa-hpc/tls/ca.pem
     token: "{{ emp_token }}"
     state: stopped
 """
@@ -400,6 +410,7 @@ def main():
             endpoint=dict(type="str", required=True),
             token=dict(type="str", no_log=True),
             validate_certs=dict(type="bool", default=True),
+            ca_path=dict(type="path"),
             timeout=dict(type="int", default=10),
             state=dict(type="str", default="started", choices=["started", "stopped", "discovered"]),
             topology_file=dict(type="path"),
@@ -416,7 +427,8 @@ def main():
     )
     try:
         client = RestClient(module.params["endpoint"], token=module.params["token"],
-                            validate_certs=module.params["validate_certs"], timeout=module.params["timeout"])
+                            validate_certs=module.params["validate_certs"], ca_path=module.params["ca_path"],
+                            timeout=module.params["timeout"])
         result = apply(client, module.params, module.check_mode)
     except T.TopologyError as exc:
         field = "topology_file" if module.params.get("topology_file") else "topology"

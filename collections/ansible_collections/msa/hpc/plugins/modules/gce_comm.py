@@ -64,7 +64,8 @@ seealso:
 EXAMPLES = r"""
 - name: Create the world communicator of job 4242 on the GCE
   msa.hpc.gce_comm:
-    endpoint: http://mgmt01:8780
+    endpoint: https://mgmt01:8780
+    ca_path: /etc/msa-hpc/tls/ca.pem
     username: slurm
     password: "{{ nam_manager_password }}"
     name: job4242-world
@@ -80,7 +81,8 @@ EXAMPLES = r"""
 
 - name: Release it
   msa.hpc.gce_comm:
-    endpoint: http://mgmt01:8780
+    endpoint: https://mgmt01:8780
+    ca_path: /etc/msa-hpc/tls/ca.pem
     username: slurm
     password: "{{ nam_manager_password }}"
     name: job4242-world

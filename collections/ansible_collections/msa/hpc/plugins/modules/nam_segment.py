@@ -81,7 +81,8 @@ seealso:
 EXAMPLES = r"""
 - name: Allocate 100 GiB of NAM memory for job 4242
   msa.hpc.nam_segment:
-    endpoint: http://mgmt01:8780
+    endpoint: https://mgmt01:8780
+    ca_path: /etc/msa-hpc/tls/ca.pem
     username: slurm
     password: "{{ nam_manager_password }}"
     name: job4242-checkpoint
@@ -92,7 +93,8 @@ EXAMPLES = r"""
 
 - name: Attach rank 0 of the job to it
   msa.hpc.nam_segment:
-    endpoint: http://mgmt01:8780
+    endpoint: https://mgmt01:8780
+    ca_path: /etc/msa-hpc/tls/ca.pem
     username: slurm
     password: "{{ nam_manager_password }}"
     name: job4242-checkpoint
@@ -102,7 +104,8 @@ EXAMPLES = r"""
 
 - name: Free it again
   msa.hpc.nam_segment:
-    endpoint: http://mgmt01:8780
+    endpoint: https://mgmt01:8780
+    ca_path: /etc/msa-hpc/tls/ca.pem
     username: slurm
     password: "{{ nam_manager_password }}"
     name: job4242-checkpoint

@@ -252,7 +252,7 @@ EXAMPLES = r"""
     components:
       - {partition: cm, nodes: 1, time: 5, command: hostname}
     transport: rest
-    rest_url: http://mgmt01:6820
+    rest_url: https://mgmt01:6820
     rest_user: alice
     rest_token: "{{ msa_slurm_rest_token }}"
     wait: true
@@ -496,7 +496,7 @@ def make_transport(module):
     try:
         return RestTransport(params["rest_url"], params["rest_user"], params["rest_token"],
                              timeout=params["rest_timeout"], validate_certs=params["rest_validate_certs"],
-                             chdir=params["rest_chdir"]), params["rest_user"]
+                             ca_path=params["rest_ca_path"], chdir=params["rest_chdir"]), params["rest_user"]
     except TransportError as exc:
         module.fail_json(msg="Slurm's REST API cannot be used: %s" % exc)
 

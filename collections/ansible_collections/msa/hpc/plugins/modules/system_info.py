@@ -42,9 +42,14 @@ options:
     choices: [auto, rest, cli]
     default: auto
   validate_certs:
-    description: Verify TLS certificates of C(https://) endpoints.
+    description: Verify TLS certificates of C(https://) endpoints (off is for tests only).
     type: bool
     default: true
+  ca_path:
+    description:
+      - PEM file of the CA certificates the C(https://) endpoints are verified against (O(rest_ca_path), when given,
+        wins for slurmrestd), for example the system's CA C(/etc/msa-hpc/tls/ca.pem).
+    type: path
   license_totals:
     description:
       - Total count of each licence (C(gateway), C(nam), C(gce), ...) for a slurmrestd without a licence endpoint;
@@ -56,7 +61,7 @@ options:
     type: dict
     default: {}
   fabric_endpoint:
-    description: Base URL of the EXTOLL fabric manager's REST API (EMP), for example C(http://mgmt01:9000). Without it
+    description: Base URL of the EXTOLL fabric manager's REST API (EMP), for example C(https://mgmt01:9000). Without it
       C(fabric) is null.
     type: str
   fabric_token:
@@ -72,7 +77,7 @@ seealso:
 EXAMPLES = r"""
 - name: Read the system through slurmrestd
   msa.hpc.system_info:
-    rest_url: "http://{{ hostvars[groups['slurm_controller'][0]].msa_addresses.mgmt }}:6820"
+    rest_url: "https://{{ hostvars[groups['slurm_controller'][0]].msa_addresses.mgmt }}:6820"
     rest_user: "{{ msa_slurm_rest_user }}"
     rest_token: "{{ msa_slurm_rest_token }}"
     license_totals: {gateway: 2, nam: 7, gce: 1}
@@ -124,7 +129,7 @@ def argument_spec():
     return dict(
         source=dict(type="str", choices=["auto", "rest", "cli"], default="auto"),
         **rest_argument_spec(),
-        validate_certs=dict(type="bool", default=True),
+        validate_certs=dict(type="bool", default=True), ca_path=dict(type="path"),
         license_totals=dict(type="dict", default={}), partition_modules=dict(type="dict", default={}),
         fabric_endpoint=dict(type="str"), fabric_token=dict(type="str", no_log=True),
     )
@@ -134,7 +139,7 @@ def _fabric(params):
     if not params["fabric_endpoint"]:
         return None
     client = RestClient(params["fabric_endpoint"], token=params["fabric_token"], timeout=params["rest_timeout"],
-                        validate_certs=params["validate_certs"], retries=1)
+                        validate_certs=params["validate_certs"], ca_path=params.get("ca_path"), retries=1)
     try:
         return fabric_from_emp(client.get)
     except RestError as exc:
@@ -150,7 +155,8 @@ def gather(params, run_command, transport_class=RestTransport):
     if source == "cli":
         return from_cli(run_command, params["partition_modules"], fabric)
     transport = transport_class(params["rest_url"], params["rest_user"], params["rest_token"],
-                                timeout=params["rest_timeout"], validate_certs=params["validate_certs"])
+                                timeout=params["rest_timeout"], validate_certs=params["validate_certs"],
+                                ca_path=params.get("rest_ca_path") or params.get("ca_path"))
     return from_rest(transport.get, params["license_totals"], params["partition_modules"], fabric)
 
 

@@ -44,8 +44,14 @@ def test_pool_file_gives_route_address_on_the_named_fabric_and_default_agent(tmp
     path.write_text(json.dumps(pool_data(2, agent_port=7500)))
     gateways, settings_ = P.load_pool_file(str(path))
     assert [g.route_address for g in gateways] == ["10.1.0.201", "10.1.0.202"]
-    assert gateways[0].agent == "http://gw01:7500"
-    assert settings_["port"] == 0
+    # the agents speak TLS only: https unless the pool file says otherwise
+    assert gateways[0].agent == "https://gw01:7500"
+    assert settings_["port"] == 0 and settings_["agent_scheme"] == "https"
+    path.write_text(json.dumps(dict(pool_data(2, agent_port=7500), agent_scheme="http")))
+    assert P.load_pool_file(str(path))[0][0].agent == "http://gw01:7500"
+    path.write_text(json.dumps(dict(pool_data(2), agent_scheme="ftp")))
+    with pytest.raises(P.PoolError, match="agent_scheme is 'ftp', expected https or http"):
+        P.load_pool_file(str(path))
 
 
 def test_yaml_pool_file_is_read(tmp_path):
