@@ -7,11 +7,12 @@ import socket
 import ssl
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from msa_sim.bmc.backend import make_backend
 from msa_sim.bmc.service import Bmc
 from msa_sim.bmc.store import Store
+from msa_sim.tlsserver import TLSThreadingHTTPServer, server_context
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -59,18 +60,13 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-class BmcHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
+class BmcHTTPServer(TLSThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(self, bmc, address, port, tls=None):
         self.bmc = bmc
         self.address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
-        super().__init__((address, port), Handler)
-        if tls:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(tls["cert"], tls["key"])
-            self.socket = context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
+        super().__init__((address, port), Handler, tls=tls)
 
     def handle_error(self, request, client_address):
         exc = sys.exc_info()[1]
@@ -93,14 +89,16 @@ class BmcService:
         try:
             for name, bmc in self.bmcs.items():
                 conf = bmc.conf
+                # the certificate first: an SSLError is an OSError, so one handler for both read it as a port
                 try:
-                    server = BmcHTTPServer(bmc, conf["address"], conf["port"], conf["tls"])
+                    context = server_context(conf["tls"]["cert"], conf["tls"]["key"]) if conf["tls"] else None
+                except OSError as exc:
+                    raise OSError("BMC %s %s" % (name, exc)) from None
+                try:
+                    server = BmcHTTPServer(bmc, conf["address"], conf["port"], context)
                 except OSError as exc:
                     raise OSError("BMC %s cannot listen on %s port %s: %s"
                                   % (name, conf["address"], conf["port"], exc.strerror or exc)) from None
-                except ssl.SSLError as exc:
-                    raise OSError("BMC %s cannot load its TLS certificate %s / key %s: %s"
-                                  % (name, conf["tls"]["cert"], conf["tls"]["key"], exc)) from None
                 self.servers[name] = server
                 bmc.start_events()
                 thread = threading.Thread(target=server.serve_forever, name="bmc-" + name, daemon=True)
