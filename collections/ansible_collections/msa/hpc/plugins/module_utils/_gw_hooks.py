@@ -85,14 +85,11 @@ def leader_records(job_id, squeue):
 
 # --------------------------------------------------------------------------- agents (through the shared RestClient)
 
-# CA the agents' https certificates are verified against (--ca-file; None: the system's CAs).
-AGENT_CA = {"path": None}
-
-
-def agent_call(base_url, method, path, token, body=None, timeout=15.0):
+def agent_call(base_url, method, path, token, body=None, timeout=15.0, ca_path=None):
+    """One call to a gateway's agent; an https agent is verified against ``ca_path`` (empty: the system's CAs)."""
     try:
         client = RestClient(base_url, token=token, token_header="Authorization", timeout=timeout, retries=0,
-                            ca_path=AGENT_CA["path"])
+                            ca_path=ca_path)
         return client.request(method, path, body=body, expect=(200, 201, 202, 204))[1]
     except RestError as exc:
         detail = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else None
@@ -103,11 +100,11 @@ def agent_call(base_url, method, path, token, body=None, timeout=15.0):
                                                                     ": " + message if message else "")) from None
 
 
-def agent_probe(token=None, timeout=HEALTH_TIMEOUT):
+def agent_probe(token=None, timeout=HEALTH_TIMEOUT, ca_path=None):
     """A probe for ``GatewayPool.refresh_health``: None when the gateway's agent answers healthy, else why not."""
     def probe(gw):
         try:
-            rec = agent_call(gw["agent"], "GET", "/v1/health", token, timeout=timeout)
+            rec = agent_call(gw["agent"], "GET", "/v1/health", token, timeout=timeout, ca_path=ca_path)
         except PrologError as exc:
             return str(exc)
         if not isinstance(rec, dict) or not rec.get("ok"):
@@ -169,7 +166,7 @@ def sync_reservation(scontrol, name, license_name, count):
 
 def refresh(pool, settings, opts, out, token=None):
     """Probe the idle gateways, then hold the licences of those no job may be given; return what changed."""
-    changed = pool.refresh_health(agent_probe(token, opts.health_timeout))
+    changed = pool.refresh_health(agent_probe(token, opts.health_timeout, opts.ca_file))
     for state in ("down", "up"):
         for name in changed[state]:
             gw = next(g for g in pool.gateways() if g["name"] == name)
@@ -252,7 +249,8 @@ def prolog(env, opts, out=sys.stdout):
 def setup(job, strategy, pool, alloc, settings, opts, out):
     token = read_token(opts.token_file)
     for gw in alloc["gateways"]:
-        rec = agent_call(gw["agent"], "POST", "/v1/jobs", token, {"job": job.job_id, "port": settings["port"]})
+        rec = agent_call(gw["agent"], "POST", "/v1/jobs", token, {"job": job.job_id, "port": settings["port"]},
+                         ca_path=opts.ca_file)
         try:
             port = int(rec["port"])
         except (TypeError, KeyError, ValueError):
@@ -286,12 +284,12 @@ def teardown(job_id, pool, opts, out, quiet=False):
     for gw in alloc["gateways"]:
         if gw["port"] is None and quiet:
             try:  # the prolog may have died between the agent's start and recording the port
-                agent_call(gw["agent"], "DELETE", "/v1/jobs/%s" % job_id, token)
+                agent_call(gw["agent"], "DELETE", "/v1/jobs/%s" % job_id, token, ca_path=opts.ca_file)
             except PrologError:
                 pass
             continue
         try:
-            res = agent_call(gw["agent"], "DELETE", "/v1/jobs/%s" % job_id, token)
+            res = agent_call(gw["agent"], "DELETE", "/v1/jobs/%s" % job_id, token, ca_path=opts.ca_file)
             report["gateways"][gw["name"]] = (res or {}).get("stats")
         except PrologError as exc:
             out.write("psgw: job %s: %s; marking gateway %s down\n" % (job_id, exc, gw["name"]))
@@ -355,7 +353,6 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-gw-hook"
     """Run one action; every expected failure is one line on ``err`` and an exit status, never a traceback."""
     env = os.environ if env is None else env
     opts = parser(prog).parse_args(argv)
-    AGENT_CA["path"] = opts.ca_file or None
     action = {"prolog": prolog, "epilog": epilog, "health": health}[opts.action]
     return S.run_hook("psgw", opts.action, lambda: action(env, opts, out), {"prolog": REQUEUE, "epilog": 0}.get(
         opts.action, 1), env.get("SLURM_JOB_ID"), err,
