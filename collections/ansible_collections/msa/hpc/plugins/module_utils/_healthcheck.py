@@ -23,7 +23,7 @@ REASON_MAX = 200
 DEFAULT_CONFIG = "/etc/msa-hpc/healthcheck.json"
 # slurmd runs the program with almost no environment (no PATH): every command by its absolute path.
 COMMANDS = {"munge": "/usr/bin/munge", "unmunge": "/usr/bin/unmunge", "systemctl": "/usr/bin/systemctl",
-            "scontrol": "/usr/bin/scontrol"}
+            "scontrol": "/usr/bin/scontrol", "sinfo": "/usr/bin/sinfo"}
 
 
 class CheckFailed(Exception):
@@ -152,15 +152,15 @@ def decide(state, reason, failed):
 
 
 def node_state(node, run=_run):
-    """(state, reason) of ``node`` from ``scontrol --json show node`` (the reason without its [user@time] tail)."""
-    out = run(["scontrol", "--json", "show", "node", node])
+    """(state, reason) of ``node`` from ``sinfo --json`` (22.05's scontrol has no --json; sinfo lists every node)."""
+    out = run(["sinfo", "--json", "--nodes", node])
     if out.returncode != 0:
-        raise CheckFailed("scontrol show node %s: %s" % (node, out.stderr.strip() or out.returncode))
+        raise CheckFailed("sinfo --nodes %s: %s" % (node, out.stderr.strip() or out.returncode))
     try:
         nodes = json.loads(out.stdout)["nodes"]
         record = next(n for n in nodes if n.get("name") == node)
     except (ValueError, KeyError, TypeError, StopIteration):
-        raise CheckFailed("scontrol show node %s: no record of the node in its answer" % node) from None
+        raise CheckFailed("sinfo --nodes %s: no record of the node in its answer" % node) from None
     state = record.get("state", "")
     flags = record.get("state_flags") or []
     state = "+".join([str(state).upper()] + [str(f).upper() for f in flags])

@@ -41,7 +41,9 @@ def emp(links=LINKS3, node=NODE3):
 
 
 def scontrol_node(name, state, flags=(), reason=""):
+    """``sinfo --json`` of 22.05 (v0.0.38): every node, whatever --nodes says."""
     return json.dumps({"meta": {}, "errors": [], "nodes": [
+        {"name": "cm01", "state": "idle", "state_flags": ["DRAIN"], "reason": "msa-health: munge: x"},
         {"name": name, "state": state, "state_flags": list(flags), "reason": reason}]})
 
 
@@ -138,7 +140,7 @@ def test_a_long_or_unprintable_reason_is_one_short_readable_line():
     assert H.decide("IDLE", "", [("gateway", "a\nb\x1b[31m  c")])[1] == "msa-health: gateway: a b [31m c"
 
 
-def test_node_state_reads_the_state_flags_and_reason_of_scontrol_json():
+def test_node_state_reads_the_state_flags_and_reason_of_sinfo_json():
     out = scontrol_node("esb01", "idle", ["DRAIN"], "msa-health: extoll: port 1 to node 4 port 0")
     assert H.node_state("esb01", run=lambda argv: done(out)) == ("IDLE+DRAIN",
                                                                  "msa-health: extoll: port 1 to node 4 port 0")
@@ -165,7 +167,7 @@ def _main(tmp_path, config, node_json, emp_client):
 
     def run(argv, stdin=None, timeout=20):
         issued.append(argv)
-        if argv[:2] == ["scontrol", "--json"]:
+        if argv[:2] == ["sinfo", "--json"]:
             return done(node_json)
         if argv[0] == "systemctl":
             return done("active\n")
@@ -203,7 +205,7 @@ def test_a_client_that_cannot_be_made_is_the_checks_failure(tmp_path):
 
     def run(argv, stdin=None, timeout=20):
         issued.append(argv)
-        return done(scontrol_node("esb01", "idle")) if argv[1:2] == ["--json"] else done("active\n")
+        return done(scontrol_node("esb01", "idle")) if argv[:2] == ["sinfo", "--json"] else done("active\n")
     assert H.main([str(path)], make_client=no_token, run=run, ismount=lambda p: True, err=io.StringIO()) == 0
     assert issued[-1][-1].startswith("reason=msa-health: extoll: client not usable: OSError: [Errno 2]")
 
@@ -223,3 +225,9 @@ def test_validate_only_reads_the_configuration(tmp_path):
     err = io.StringIO()
     assert H.main(["--validate", str(bad)], err=err) == 1 and "is not a Slurm node name" in err.getvalue()
     assert calls == []
+
+
+def test_node_state_reads_real_22_05_json():
+    import pathlib
+    fixture = pathlib.Path(__file__).parent / "fixtures/slurm/rest_v0.0.38_nodes_dev2.json"
+    assert H.node_state("cm01", run=lambda argv: done(fixture.read_text())) == ("IDLE", "")
