@@ -84,8 +84,8 @@ def main(argv=None, client=Redfish, err=sys.stderr):
         return 0
     try:
         config = load_config(path)
-        err.write("msa-hpc-reboot: asking %s for %s of %s\n" % (config["endpoint"], config["reset"],
-                                                                 os.uname().nodename))
+        err.write("msa-hpc-reboot: asking %s for %s of %s\n"
+                  % (config["endpoint"], config["reset"], os.uname().nodename))
         err.flush()
         sent = reboot(config, client)
     except RebootError as exc:

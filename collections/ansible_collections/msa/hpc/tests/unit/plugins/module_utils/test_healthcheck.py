@@ -36,8 +36,8 @@ LINKS3 = [{"port": 0, "state": "up", "peer": {"id": 2, "port": 1}, "expected_pee
           {"port": 5, "state": "up", "peer": {"id": 9, "port": 2}, "expected_peer": None}]
 
 
-def emp(links=LINKS3, node=NODE3):
-    return FakeClient({"nodes/3": node, "nodes/3/link": links})
+def emp(links=None, node=None):
+    return FakeClient({"nodes/3": NODE3 if node is None else node, "nodes/3/link": LINKS3 if links is None else links})
 
 
 def scontrol_node(name, state, flags=(), reason=""):
@@ -190,9 +190,10 @@ def test_main_drains_a_node_whose_extoll_link_is_down(tmp_path):
 
 
 def test_main_resumes_its_own_drain_once_the_link_is_back_and_leaves_an_operators(tmp_path):
-    rc, issued, _ = _main(tmp_path, CONFIG, scontrol_node("esb01", "idle", ["DRAIN"], "msa-health: extoll: x"), emp())
+    rc, issued, dummy = _main(tmp_path, CONFIG, scontrol_node("esb01", "idle", ["DRAIN"], "msa-health: extoll: x"),
+                              emp())
     assert rc == 0 and issued[-1] == ["scontrol", "update", "nodename=esb01", "state=resume"]
-    rc, issued, _ = _main(tmp_path, CONFIG, scontrol_node("esb01", "idle", ["DRAIN"], "disk swap"), emp())
+    rc, issued, dummy = _main(tmp_path, CONFIG, scontrol_node("esb01", "idle", ["DRAIN"], "disk swap"), emp())
     assert rc == 0 and not any(a[:2] == ["scontrol", "update"] for a in issued)
 
 
