@@ -110,6 +110,7 @@ def make_server(master, address, port, token=None, seed_only=False, tls=None):
                                               "source": m.store.get("topology_source")},
             ("PUT", "emp/topology"): lambda: _put_topology(m, body),
             ("GET", "emp/routes"): lambda: {"version": m.store.get("routes_version", 0),
+                                            "installed_at": m.store.get("routes_installed_at"),
                                             "algorithm": m.store.get("routes_algorithm"),
                                             "summary": m.store.get("routes_summary"),
                                             "certificate": m.store.get("routes_summary"),
