@@ -12,13 +12,13 @@ import types
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils._rest import NotDoneError, RestClient, RestError
+from ansible_collections.msa.hpc.plugins.module_utils._rest import NotDoneError, RestClient, RestError, tls_context
+from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
 from msa_sim.bmc.testing import make_tls
 from msa_sim.dcdb.api import make_server as dcdb_server
 from msa_sim.emp.api import make_server as emp_server
 from msa_sim.nammgr.api import Server as NamServer
 from msa_sim.psgwd.agent import AgentServer
-from msa_sim.tlsserver import TLSThreadingHTTPServer, client_context
 
 TOKEN = "s3cret-token"
 
@@ -89,7 +89,7 @@ def service(request, pki):
 
 
 def https(service, ca, path, headers=None):
-    conn = http.client.HTTPSConnection(service.host, service.port, timeout=5, context=client_context(ca))
+    conn = http.client.HTTPSConnection(service.host, service.port, timeout=5, context=tls_context(ca_path=ca))
     try:
         conn.request("GET", path, headers=headers or {})
         response = conn.getresponse()
@@ -140,8 +140,8 @@ def test_the_client_verifies_by_default_and_only_an_explicit_option_turns_it_off
     # no CA given: the system's trusted CAs, which do not include the simulation's CA
     with pytest.raises(NotDoneError, match="not trusted"):
         RestClient("https://%s:%d" % (service.host, service.port), retries=0).get(service.health.lstrip("/"))
-    insecure = client_context(insecure=True)
-    assert insecure.verify_mode == ssl.CERT_NONE and client_context().verify_mode == ssl.CERT_REQUIRED
+    insecure = tls_context(validate_certs=False)
+    assert insecure.verify_mode == ssl.CERT_NONE and tls_context().verify_mode == ssl.CERT_REQUIRED
 
 
 def test_a_server_without_certificate_files_is_refused_at_start(tmp_path):

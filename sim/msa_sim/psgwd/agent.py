@@ -26,8 +26,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler
 
+from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
 from msa_sim.psgwd.store import DaemonStore
-from msa_sim.tlsserver import TLSThreadingHTTPServer
 
 log = logging.getLogger("psgw-agent")
 JOB_RE = re.compile(r"^[0-9A-Za-z_.+-]{1,64}$")
