@@ -134,7 +134,7 @@ def step(args, work, broker, store, rate):
                      " batchSize %d\n batchInterval %d\n sacct none\n clientId bench-%d\n"
                      " persistentSession false\n}\nstorage {\n%s}\nrestAPI {\n address 127.0.0.1:%d\n}\n"
                      % (broker.port, args.batch, args.batch_interval, rate, store[0], api))
-    procs = [subprocess.Popen([sys.executable, "-m", "msa_sim.dcdb.collectagent", "-c", conf], env=ENV,
+    procs = [subprocess.Popen([sys.executable, "-m", "msa_sim.dcdb.collectagent", "--insecure-no-auth", "-c", conf], env=ENV,
                               stderr=open(os.path.join(work, "agent-%d.log" % rate), "w"))]
     try:
         wait_port(api, 30)

@@ -251,7 +251,7 @@ def main(argv=None):
                     help="this gateway's address on one fabric (repeat for each fabric)")
     ap.add_argument("--name", default=socket.gethostname().split(".")[0])
     ap.add_argument("--token-file", default="/etc/msa-gw/agent.token")
-    ap.add_argument("--insecure-no-auth", action="store_true", help="serve without a token (tests only)")
+    ap.add_argument("--insecure-no-auth", action="store_true", help="serve without a token, and without TLS when none is given (tests only)")
     ap.add_argument("--tls-cert", help="PEM certificate of the API: with --tls-key, the agent speaks TLS only")
     ap.add_argument("--tls-key", help="PEM key of --tls-cert")
     ap.add_argument("--state-dir", default="/var/lib/msa-gw")
@@ -260,6 +260,8 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="psgw-agent %(levelname)s %(message)s")
     if bool(args.tls_cert) != bool(args.tls_key):
         ap.error("--tls-cert and --tls-key go together")
+    if not (args.tls_cert or args.insecure_no_auth):
+        ap.error("--tls-cert and --tls-key are required: the API would be plain HTTP (--insecure-no-auth: tests only)")
     fabrics = []
     for item in args.fabric:
         name, sep, addr = item.partition("=")
