@@ -8,7 +8,8 @@
 #               collection and the collections it uses come from the EE, not from the project
 #   env/ssh_key the Machine credential (the bundle's SSH key); runner loads it into an ssh-agent in the container
 #   env/extravars the survey's answers (survey-like: the time zone question with its default)
-#   env/envvars what the job template injects as environment: where the bundle is, the EE's collections
+#   env/envvars what the job template injects as environment: where the bundle is, the EE's collections, and no
+#               colour (runner gives ansible a terminal, so it would colour the recap that callers parse)
 #   env/settings process isolation in the EE image with podman, host network (the nodes' management addresses),
 #               as root: the EE image's default user 1000 cannot read the private data directory root made
 # The system's state directory (.cache/<system>: known_hosts, generated secrets, BMC CA) is mounted in as the
@@ -46,7 +47,8 @@ printf '%s' "-i common.yml -i inventories/systems/$SYSTEM${MSA_RUNNER_TAGS:+ --t
 cat > "$PDD/env/envvars" <<JSON
 {"MSA_BUNDLE_DIR": "/runner/project",
  "ANSIBLE_COLLECTIONS_PATH": "/usr/share/ansible/collections",
- "ANSIBLE_FORCE_COLOR": "0"}
+ "ANSIBLE_FORCE_COLOR": "0",
+ "ANSIBLE_NOCOLOR": "1"}
 JSON
 cat > "$PDD/env/settings" <<JSON
 {"process_isolation": true,
