@@ -36,7 +36,7 @@ def run(kind, system, log, tags):
                ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
     if kind == "plain":
         cmd = [os.path.join(BIN, "ansible-playbook"), "-i", "common.yml", "-i", "inventories/systems/" + system,
-               "-i", "inventories/sites/example", "-e", '{"msa_timezone": "Etc/UTC"}', "playbooks/site.yml"]
+               "-i", "inventories/sites/example", "playbooks/site.yml"]
         cmd += ["--tags", tags] if tags else []
     else:
         cmd = ["bash", "scripts/runner.sh", system, "playbooks/site.yml"]
