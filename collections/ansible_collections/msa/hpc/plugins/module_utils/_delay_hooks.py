@@ -10,7 +10,8 @@ time limit) and binds the job to it, so the scheduler keeps those nodes for it a
 the queue allows. When the nodes cannot be reserved for that time (jobs hold them past it), the next minute is tried,
 and so on up to an hour (Algorithm 2's added delay, for that component). A delayed job that starts while its leader
 was cancelled (also while the leader was still pending, when no reservation was made) is cancelled by its own
-prolog; the epilog of a leader that was cancelled cancels its delayed jobs; the epilog of a delayed job removes its
+prolog; the epilog of a leader that did not complete (cancelled, failed, timed out; read from accounting, since
+squeue says COMPLETING while the epilog runs) cancels its delayed jobs; the epilog of a delayed job removes its
 reservation (``PURGE_COMP`` removes it too once it is idle). Every value read from a job is validated
 (module_utils/_slurm_job) before it goes into an scontrol command line, which is run without a shell. The hook never
 fails a job start: a reservation that cannot be made is one log line, and the job starts when Slurm can place it.
@@ -172,12 +173,28 @@ def cancel(job_id, why, opts, out, run=subprocess.run):
     out.write("delay: job %s cancelled: %s%s\n" % (job_id, why, "" if rc == 0 else " (scancel: %s)" % text))
 
 
-def leader_gone(jobs, rec):
-    """Why the leader of delayed job ``rec`` counts as cancelled, or "" while it is alive or ended well."""
-    raw = find(jobs, rec["delay_after"])
-    if raw is None:
-        return "its leader %s is no longer known" % rec["delay_after"]
-    state = str(raw.get("job_state") or "")
+def end_state(jobs, job_id, opts, run=subprocess.run, sleep=time.sleep):
+    """The state of job ``job_id``: squeue's, unless the job is COMPLETING (what squeue says while EpilogSlurmctld
+    runs, whatever the job ended as) or no longer held by slurmctld; then accounting's (sacct), asked a few times
+    since slurmdbd records the end a moment after. "" when neither tells."""
+    raw = find(jobs, job_id)
+    state = str(raw.get("job_state") or "") if raw is not None else ""
+    if state and state != "COMPLETING":
+        return state
+    for attempt in range(opts.sacct_tries):
+        rc, text = _scontrol([opts.sacct, "--noheader", "--parsable2", "--allocations", "--format=State",
+                              "--jobs=%s" % S.check_job_id(job_id)], run)
+        word = text.split()[0] if rc == 0 and text.split() else ""
+        if re.match(r"^[A-Z_]+$", word) and word not in ("PENDING", "RUNNING", "REQUEUED", "RESIZING"):
+            return word
+        if attempt + 1 < opts.sacct_tries:
+            sleep(1)
+    return state
+
+
+def leader_gone(jobs, rec, opts, run=subprocess.run):
+    """Why the leader of delayed job ``rec`` counts as cancelled, or "" while it is alive or ended otherwise."""
+    state = end_state(jobs, rec["delay_after"], opts, run)
     return "its leader %s is %s" % (rec["delay_after"], state) if state == "CANCELLED" else ""
 
 
@@ -189,7 +206,7 @@ def prolog(env, opts, out, run=subprocess.run, clock=time.time):
         raise S.JobRecordError("slurmctld knows no job %s (squeue --json)" % job_id)
     mine = delayed_record(raw)
     if mine is not None:
-        why = leader_gone(jobs, mine)
+        why = leader_gone(jobs, mine, opts, run)
         if why:
             cancel(job_id, why, opts, out, run)
         return 0
@@ -223,7 +240,7 @@ def epilog(env, opts, out, run=subprocess.run):
         if rc == 0:
             out.write("delay: job %s ended: reservation %s removed\n" % (job_id, reservation_name(job_id)))
         return 0
-    state = str(raw.get("job_state") or "")
+    state = end_state(jobs, job_id, opts, run)
     if state not in _ENDED:
         return 0
     leader = S.record(raw)
@@ -248,6 +265,8 @@ def parser(prog="msa-delay-hook"):
     ap.add_argument("--squeue", default="squeue", help="squeue (the jobs, read with --json)")
     ap.add_argument("--scontrol", default="scontrol", help="scontrol (creates, binds and deletes reservations)")
     ap.add_argument("--scancel", default="scancel", help="scancel (cancels a delayed job with its leader)")
+    ap.add_argument("--sacct", default="sacct", help="sacct (how a job ended: squeue says COMPLETING meanwhile)")
+    ap.add_argument("--sacct-tries", type=int, default=5, help="times sacct is asked, a second apart")
     return ap
 
 

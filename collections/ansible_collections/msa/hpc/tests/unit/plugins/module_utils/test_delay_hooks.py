@@ -39,14 +39,18 @@ class FakeSlurm:
     """squeue --json answers ``jobs``; scontrol/scancel calls are recorded; ``busy_until`` refuses reservations
     that start earlier (the nodes are taken until then)."""
 
-    def __init__(self, jobs, busy_until=0, bind_fails=False):
+    def __init__(self, jobs, busy_until=0, bind_fails=False, accounting=None):
         self.jobs, self.busy_until, self.bind_fails, self.calls = jobs, busy_until, bind_fails, []
+        self.accounting = accounting or {}   # job id -> sacct's State column
 
     def __call__(self, argv, **kwargs):
         assert isinstance(argv, list) and not kwargs.get("shell")
         self.calls.append(argv)
         if argv[0] == "squeue":
             return subprocess.CompletedProcess(argv, 0, json.dumps({"jobs": self.jobs}), "")
+        if argv[0] == "sacct":
+            job_id = argv[-1].split("=", 1)[1]
+            return subprocess.CompletedProcess(argv, 0, self.accounting.get(job_id, "") + "\n", "")
         if argv[1:3] == ["create", "reservation"]:
             start = dict(a.split("=", 1) for a in argv[3:])["StartTime"]
             when = NOW if start == "now" else time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S"))
@@ -63,7 +67,7 @@ class FakeSlurm:
 
 def run(action, job_id, slurm):
     out, err = io.StringIO(), io.StringIO()
-    opts = D.parser().parse_args([action])
+    opts = D.parser().parse_args([action, "--sacct-tries", "1"])
     func = D.prolog if action == "prolog" else D.epilog
     kwargs = {"clock": lambda: NOW} if action == "prolog" else {}
     rc = D.S.run_hook("delay", action, lambda: func({"SLURM_JOB_ID": job_id}, opts, out, slurm, **kwargs), 0,
@@ -144,17 +148,32 @@ def test_a_delayed_job_whose_leader_runs_starts():
 
 
 def test_a_cancelled_leader_takes_its_delayed_jobs_and_their_reservations_with_it():
-    slurm = FakeSlurm([job(41, job_state="CANCELLED"), delayed(42, 41, 1), delayed(43, 41, 1, job_state="RUNNING"),
-                       delayed(44, 41, 1, job_state="COMPLETED"), delayed(45, 41, 1, user_name="bob")])
+    # while EpilogSlurmctld runs squeue says COMPLETING: how the leader ended comes from accounting
+    slurm = FakeSlurm([job(41, job_state="COMPLETING"), delayed(42, 41, 1), delayed(43, 41, 1, job_state="RUNNING"),
+                       delayed(44, 41, 1, job_state="COMPLETED"), delayed(45, 41, 1, user_name="bob")],
+                      accounting={"41": "CANCELLED by 5000"})
     rc, out, _ = run("epilog", "41", slurm)
-    assert rc == 0
+    assert rc == 0 and ["sacct", "--noheader", "--parsable2", "--allocations", "--format=State",
+                        "--jobs=41"] in slurm.calls
     assert [c for c in slurm.calls if c[0] == "scancel"] == [["scancel", "42"], ["scancel", "43"]]
     assert ["scontrol", "delete", "reservation", "msa_delay_42"] in slurm.calls
 
 
 def test_a_leader_that_completed_leaves_its_delayed_jobs_to_start_when_asked():
-    slurm = FakeSlurm([job(41, job_state="COMPLETED"), delayed(42, 41, 1)])
-    assert run("epilog", "41", slurm)[0] == 0 and len(slurm.calls) == 1
+    slurm = FakeSlurm([job(41, job_state="COMPLETING"), delayed(42, 41, 1)], accounting={"41": "COMPLETED"})
+    assert run("epilog", "41", slurm)[0] == 0 and [c[0] for c in slurm.calls] == ["squeue", "sacct"]
+
+
+def test_a_leader_whose_end_accounting_does_not_tell_leaves_its_delayed_jobs_alone():
+    slurm = FakeSlurm([job(41, job_state="COMPLETING"), delayed(42, 41, 1)], accounting={"41": "sacct: error"})
+    assert run("epilog", "41", slurm)[0] == 0 and [c[0] for c in slurm.calls] == ["squeue", "sacct"]
+
+
+def test_a_delayed_job_whose_leader_slurmctld_forgot_asks_accounting():
+    slurm = FakeSlurm([delayed(42, 41, 9, job_state="CONFIGURING")], accounting={"41": "COMPLETED"})
+    assert run("prolog", "42", slurm)[0] == 0 and not [c for c in slurm.calls if c[0] == "scancel"]
+    slurm = FakeSlurm([delayed(42, 41, 9, job_state="CONFIGURING")], accounting={"41": "CANCELLED by 0"})
+    assert run("prolog", "42", slurm)[0] == 0 and ["scancel", "42"] in slurm.calls
 
 
 def test_a_delayed_jobs_end_removes_its_reservation():
