@@ -240,10 +240,8 @@ def epilog(env, opts, out, run=subprocess.run):
         if rc == 0:
             out.write("delay: job %s ended: reservation %s removed\n" % (job_id, reservation_name(job_id)))
         return 0
-    state = end_state(jobs, job_id, opts, run)
-    if state not in _ENDED:
-        return 0
     leader = S.record(raw)
+    waiting = []
     for job in jobs:
         if not isinstance(job, dict) or "delay_after" not in str(job.get("comment") or ""):
             continue
@@ -251,11 +249,17 @@ def epilog(env, opts, out, run=subprocess.run):
             rec = delayed_record(job)
         except (DelayError, J.JobOptionError, S.JobRecordError):
             continue
-        if rec is None or rec["delay_after"] != job_id or rec["user"] != leader["user"]:
-            continue
-        if rec["state"] in ("PENDING", "RUNNING", "CONFIGURING", "SUSPENDED"):
-            cancel(rec["job_id"], "its leader %s ended %s" % (job_id, state), opts, out, run)
-            _scontrol([opts.scontrol, "delete", "reservation", reservation_name(rec["job_id"])], run)
+        if rec is not None and rec["delay_after"] == job_id and rec["user"] == leader["user"] \
+                and rec["state"] in ("PENDING", "RUNNING", "CONFIGURING", "SUSPENDED"):
+            waiting.append(rec)
+    if not waiting:   # most jobs: no accounting query at their end
+        return 0
+    state = end_state(jobs, job_id, opts, run)
+    if state not in _ENDED:
+        return 0
+    for rec in waiting:
+        cancel(rec["job_id"], "its leader %s ended %s" % (job_id, state), opts, out, run)
+        _scontrol([opts.scontrol, "delete", "reservation", reservation_name(rec["job_id"])], run)
     return 0
 
 

@@ -176,6 +176,11 @@ def test_a_delayed_job_whose_leader_slurmctld_forgot_asks_accounting():
     assert run("prolog", "42", slurm)[0] == 0 and ["scancel", "42"] in slurm.calls
 
 
+def test_a_job_without_delayed_parts_ends_without_asking_accounting():
+    slurm = FakeSlurm([job(41, job_state="COMPLETING"), delayed(42, 40, 1)], accounting={"41": "CANCELLED"})
+    assert run("epilog", "41", slurm)[0] == 0 and [c[0] for c in slurm.calls] == ["squeue"]
+
+
 def test_a_delayed_jobs_end_removes_its_reservation():
     slurm = FakeSlurm([delayed(42, 41, 1, job_state="COMPLETED")])
     rc, out, _ = run("epilog", "42", slurm)
