@@ -236,7 +236,7 @@ def epilog(env, opts, out, run=subprocess.run):
     if raw is None:
         return 0
     if "delay_after" in J.decode_delay(raw.get("comment")):
-        rc, _ = _scontrol([opts.scontrol, "delete", "reservation", reservation_name(job_id)], run)
+        rc = _scontrol([opts.scontrol, "delete", "reservation", reservation_name(job_id)], run)[0]
         if rc == 0:
             out.write("delay: job %s ended: reservation %s removed\n" % (job_id, reservation_name(job_id)))
         return 0
@@ -278,9 +278,10 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-delay-ho
     """Run one action; it never fails a job (exit 0), every problem is one line on ``err``."""
     env = os.environ if env is None else env
     opts = parser(prog).parse_args(argv)
-    if opts.action == "prolog":
-        action = lambda: prolog(env, opts, out, run)  # noqa: E731
-    else:
-        action = lambda: epilog(env, opts, out, run)  # noqa: E731
+    func = prolog if opts.action == "prolog" else epilog
+
+    def action():
+        return func(env, opts, out, run)
+
     return S.run_hook("delay", opts.action, action, 0, env.get("SLURM_JOB_ID"), err,
                       (DelayError, S.JobRecordError, J.JobOptionError, OSError, ValueError))

@@ -815,6 +815,7 @@ def find_ids(spec, records, user):
         newest = max(live_sets, key=lambda s: max(r["job_id"] for r in s))
         ordered = sorted(newest, key=lambda r: int(parse_comment(r["comment"]).get("alternative", 0)))
         return {"leader": None, "delayed": {}, "alternatives": [r["job_id"] for r in ordered]}
+
     def leader_of(fields):
         return fields.get(DELAY_COMMENT_KEY, fields.get(LEGACY_DELAY_KEY))
 

@@ -91,7 +91,7 @@ def test_the_leaders_start_reserves_the_delayed_jobs_nodes_for_start_plus_delay_
 
 def test_nodes_taken_at_the_asked_time_shift_the_reservation_a_minute_at_a_time():
     slurm = FakeSlurm([job(41, job_state="RUNNING", start_time=NOW), delayed(42, 41, 2)], busy_until=NOW + 300)
-    rc, out, _ = run("prolog", "41", slurm)
+    rc, out, dummy = run("prolog", "41", slurm)
     starts = [c[4] for c in slurm.made("create")]
     assert rc == 0 and len(starts) == 4   # +120 s busy, +180, +240, then +300 free
     assert starts[-1] == "StartTime=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(NOW + 300))
@@ -100,14 +100,14 @@ def test_nodes_taken_at_the_asked_time_shift_the_reservation_a_minute_at_a_time(
 
 def test_nodes_taken_for_over_an_hour_leave_the_job_unreserved_and_the_leader_starting():
     slurm = FakeSlurm([job(41, job_state="RUNNING", start_time=NOW), delayed(42, 41, 1)], busy_until=NOW + 7200)
-    rc, out, _ = run("prolog", "41", slurm)
+    rc, out, dummy = run("prolog", "41", slurm)
     assert rc == 0 and slurm.made("update") == []
     assert "job 42: no 1 node(s) of dam can be reserved" in out and "Requested nodes are busy" in out
 
 
 def test_a_bind_that_fails_removes_the_reservation_again():
     slurm = FakeSlurm([job(41, job_state="RUNNING", start_time=NOW), delayed(42, 41, 0)], bind_fails=True)
-    rc, out, _ = run("prolog", "41", slurm)
+    rc, out, dummy = run("prolog", "41", slurm)
     assert rc == 0 and slurm.made("create")[0][4] == "StartTime=now"
     assert slurm.made("delete")[-1] == ["scontrol", "delete", "reservation", "msa_delay_42"]
     assert "cannot bind it to reservation msa_delay_42: Invalid reservation" in out
@@ -137,7 +137,7 @@ def test_other_leaders_jobs_and_started_jobs_are_left_alone():
 
 def test_a_delayed_job_starting_after_its_leader_was_cancelled_is_cancelled():
     slurm = FakeSlurm([job(41, job_state="CANCELLED"), delayed(42, 41, 1, job_state="CONFIGURING")])
-    rc, out, _ = run("prolog", "42", slurm)
+    rc, out, dummy = run("prolog", "42", slurm)
     assert rc == 0 and ["scancel", "42"] in slurm.calls
     assert "job 42 cancelled: its leader 41 is CANCELLED" in out
 
@@ -152,7 +152,7 @@ def test_a_cancelled_leader_takes_its_delayed_jobs_and_their_reservations_with_i
     slurm = FakeSlurm([job(41, job_state="COMPLETING"), delayed(42, 41, 1), delayed(43, 41, 1, job_state="RUNNING"),
                        delayed(44, 41, 1, job_state="COMPLETED"), delayed(45, 41, 1, user_name="bob")],
                       accounting={"41": "CANCELLED by 5000"})
-    rc, out, _ = run("epilog", "41", slurm)
+    rc, out, dummy = run("epilog", "41", slurm)
     assert rc == 0 and ["sacct", "--noheader", "--parsable2", "--allocations", "--format=State",
                         "--jobs=41"] in slurm.calls
     assert [c for c in slurm.calls if c[0] == "scancel"] == [["scancel", "42"], ["scancel", "43"]]
@@ -183,13 +183,13 @@ def test_a_job_without_delayed_parts_ends_without_asking_accounting():
 
 def test_a_delayed_jobs_end_removes_its_reservation():
     slurm = FakeSlurm([delayed(42, 41, 1, job_state="COMPLETED")])
-    rc, out, _ = run("epilog", "42", slurm)
+    rc, out, dummy = run("epilog", "42", slurm)
     assert rc == 0 and slurm.calls[-1] == ["scontrol", "delete", "reservation", "msa_delay_42"]
 
 
 def test_a_bad_job_id_from_the_environment_is_one_line_and_no_command():
     slurm = FakeSlurm([])
-    rc, _, err = run("prolog", "41; rm -rf /", slurm)
+    rc, dummy, err = run("prolog", "41; rm -rf /", slurm)
     assert rc == 0 and slurm.calls == [] and "is not a Slurm job id" in err
 
 
