@@ -26,17 +26,19 @@ class StoreHandler(SimpleHTTPRequestHandler):
 
     server_version = "msa-image-store"
     sys_version = ""
-    credentials = None  # (user, password) bytes, set by make_server
+    credentials = (b"", b"")  # (user, password), set by make_server; an empty password is never accepted
 
     def _authorized(self):
-        scheme, _, value = (self.headers.get("Authorization") or "").partition(" ")
+        scheme, value = ((self.headers.get("Authorization") or "").split(" ", 1) + [""])[:2]
         if scheme.lower() != "basic":
             return False
         try:
-            user, _, password = base64.b64decode(value.strip(), validate=True).partition(b":")
+            user, password = (base64.b64decode(value.strip(), validate=True).split(b":", 1) + [b""])[:2]
         except (binascii.Error, ValueError):
             return False
-        want_user, want_password = self.credentials
+        want_user, want_password = self.credentials[0], self.credentials[1]
+        if not want_password:
+            return False
         # both compared in full, so the time taken tells nothing about either
         return hmac.compare_digest(user, want_user) & hmac.compare_digest(password, want_password)
 
@@ -66,7 +68,7 @@ def make_server(address, port, directory, cert, key, user, password):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="msa-image-store", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="msa-image-store", description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--bind", required=True, help="address to listen on (the management network's)")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--directory", required=True, help="the store: image tarballs and SHA256SUMS")
