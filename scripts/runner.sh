@@ -7,8 +7,10 @@
 #   project/    the bundle's playbooks, bundle roles, inventory layers and ansible.cfg (a project sync); the msa.hpc
 #               collection and the collections it uses come from the EE, not from the project
 #   env/ssh_key the Machine credential (the bundle's SSH key); runner loads it into an ssh-agent in the container
-#   env/extravars the survey's answers (survey-like: the time zone question with its default)
-#   env/envvars what the job template injects as environment: where the bundle is, the EE's collections
+#   env/extravars the survey's answers: MSA_RUNNER_EXTRAVARS (JSON), none by default, as the deploy job template
+#               (docs/awx/job_templates.yml) has no survey: its variables come from the inventory layers
+#   env/envvars what the job template injects as environment: where the bundle is, the EE's collections, and no
+#               colour (runner gives ansible a terminal, so it would colour the recap that callers parse)
 #   env/settings process isolation in the EE image with podman, host network (the nodes' management addresses),
 #               as root: the EE image's default user 1000 cannot read the private data directory root made
 # The system's state directory (.cache/<system>: known_hosts, generated secrets, BMC CA) is mounted in as the
@@ -37,16 +39,15 @@ rsync -a --delete --exclude /.venv --exclude /.cache --exclude /.git --exclude /
   --exclude /tests --exclude /molecule ./ "$PDD/project/"
 mkdir -p "$PDD/project/.cache/$SYSTEM"
 install -m 0600 .cache/ssh/id_ed25519 "$PDD/env/ssh_key"
-cat > "$PDD/env/extravars" <<JSON
-{"msa_timezone": "Etc/UTC"}
-JSON
+printf '%s\n' "${MSA_RUNNER_EXTRAVARS:-"{}"}" > "$PDD/env/extravars"
 rm -rf "$PDD/inventory"
 cp -a "inventories/sites/$SITE" "$PDD/inventory"
 printf '%s' "-i common.yml -i inventories/systems/$SYSTEM${MSA_RUNNER_TAGS:+ --tags $MSA_RUNNER_TAGS}" > "$PDD/env/cmdline"
 cat > "$PDD/env/envvars" <<JSON
 {"MSA_BUNDLE_DIR": "/runner/project",
  "ANSIBLE_COLLECTIONS_PATH": "/usr/share/ansible/collections",
- "ANSIBLE_FORCE_COLOR": "0"}
+ "ANSIBLE_FORCE_COLOR": "0",
+ "ANSIBLE_NOCOLOR": "1"}
 JSON
 cat > "$PDD/env/settings" <<JSON
 {"process_isolation": true,
@@ -60,6 +61,7 @@ JSON
 
 step "ansible-runner run $PLAYBOOK on $SYSTEM in $IMAGE"
 rc=0
-"$VENV/bin/ansible-runner" run "$PDD" -p "$PLAYBOOK" --ident run || rc=$?
-step "ansible-runner: rc=$rc, status $(cat "$PDD/artifacts/run/status" 2>/dev/null || echo unknown)"
+# the job's ident names its artifacts and its container (ansible_runner_<ident>): one per system
+"$VENV/bin/ansible-runner" run "$PDD" -p "$PLAYBOOK" --ident "$SYSTEM" || rc=$?
+step "ansible-runner: rc=$rc, status $(cat "$PDD/artifacts/$SYSTEM/status" 2>/dev/null || echo unknown)"
 exit "$rc"

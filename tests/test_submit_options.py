@@ -134,11 +134,27 @@ def test_lua_delay_sets_the_begin_time():
 def test_lua_delay_after_another_job_uses_slurms_after_plus_minutes():
     out = translate({"DELAY": "1"}, partition="dam", dependency="after:41")
     assert out["dependency"] == "after:41+1" and "begin_time" not in out
+    # the controller's delay hook finds the delayed part of job 41 by this comment (and checks the dependency)
+    assert J.decode_delay(out["comment"]) == {"delay": 1, "delay_after": "41"}
+
+
+def test_lua_delay_after_another_job_takes_the_default_partition():
+    out = translate({"DELAY": "1"}, dependency="after:41")
+    assert out["rc"] == "translated" and J.decode_delay(out["comment"])["delay_after"] == "41"
+
+
+def test_lua_refuses_a_hand_written_delay_after_beside_the_option():
+    out = translate({"DELAY": "1"}, partition="dam", dependency="after:41", comment="msa:delay_after=7")
+    assert out == {"rc": "refused", "msg": "--comment=msa:delay_after=7: delay_after is also given as an option"}
 
 
 @pytest.mark.parametrize("env,job,message", [
     ({"DELAY": "1"}, {"partition": "dam", "dependency": "afterok:41"},
      "--delay=1: combines only with --dependency=after:<job> (not afterok:41)"),
+    ({"DELAY": "1"}, {"partition": "cm,dam", "dependency": "after:41"},
+     "--delay=1: its nodes are reserved in one partition (not cm,dam)"),
+    ({"DELAY": "1", "MODULE_LIST": "cm,esb"}, {"dependency": "after:41"},
+     "--delay=1: its nodes are reserved in one partition (not cm,esb)"),
     ({"GW_NUM": "3"}, {"partition": "cm"}, "--gw_num=3: the gateway pool has 2 gateways"),
     ({"GW_NUM": "x"}, {"partition": "cm"}, "--gw_num=x: not a whole number from 1 to 4096"),
     ({"MODULE_LIST": "cm,gpu"}, {}, "--module-list=cm,gpu: no module gpu (modules: cm, dam, esb)"),

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.faulty_http import FaultyServer, free_port
+from msa_sim.bmc.testing import make_tls
 
 BUNDLE = Path(__file__).resolve().parents[1]
 WRAPPER = BUNDLE / "collections/ansible_collections/msa/hpc/roles/udocker/files/msa_container.py"
@@ -86,6 +88,12 @@ def node(tmp_path):
     return {"tmp": tmp_path, "conf": conf, "env": env, "repo": repo, "home": home, "dev": dev}
 
 
+def _configure(node, **settings):
+    """Add ``settings`` to the node's wrapper configuration."""
+    node["conf"].update(settings)
+    (node["tmp"] / "conf.json").write_text(json.dumps(node["conf"]))
+
+
 def _wrapper(node, *args, rc=0):
     env = dict(node["env"], FAKE_RC=str(rc))
     return subprocess.run([sys.executable, str(WRAPPER)] + list(args), capture_output=True, text=True, env=env,
@@ -126,10 +134,14 @@ def test_a_tarball_with_another_checksum_is_not_imported(node):
 
 @pytest.mark.parametrize("fault", ["half", "refused"])
 def test_an_image_store_that_fails_mid_download_is_a_clean_failure(node, fault):
+    ca, pair = make_tls(str(node["tmp"]))
+    _configure(node, store_ca=ca)
     if fault == "refused":
-        url = "http://127.0.0.1:%d/demo.tar" % free_port()
+        url = "https://127.0.0.1:%d/demo.tar" % free_port()
     else:
-        store = FaultyServer(script=[fault])
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(pair["cert"], pair["key"])
+        store = FaultyServer(script=[fault], tls=context)
         url = store.url + "/demo.tar"
     try:
         proc = _wrapper(node, "--import", "demo:1", url, "0" * 64)

@@ -7,7 +7,8 @@ Part 1 starts mosquitto (password file, no anonymous access) on an ephemeral 127
 then PostgreSQL in a throw-away cluster, tests/pgcluster.py) it raises the offered load step by step: a fresh store,
 one Collect Agent process and N Pusher processes running the tester plugin; it watches the agent's /metrics
 (lag_seconds), stops the Pushers (they flush), waits for the agent to store everything and compares with what the
-Pushers produced and dropped. The first step that drops, loses or lags ends the search; the highest rate sustained
+Pushers produced and dropped. Past the last of --rates the load keeps rising by a quarter (up to --max-rate). The first
+step that drops, loses or lags ends the search; the highest rate achieved and sustained
 with nothing lost is printed for both stores side by side.
 Part 2 writes one day of readings of 64 nodes straight into a store and times Grafana /query calls on it.
 """
@@ -134,7 +135,7 @@ def step(args, work, broker, store, rate):
                      " batchSize %d\n batchInterval %d\n sacct none\n clientId bench-%d\n"
                      " persistentSession false\n}\nstorage {\n%s}\nrestAPI {\n address 127.0.0.1:%d\n}\n"
                      % (broker.port, args.batch, args.batch_interval, rate, store[0], api))
-    procs = [subprocess.Popen([sys.executable, "-m", "msa_sim.dcdb.collectagent", "-c", conf], env=ENV,
+    procs = [subprocess.Popen([sys.executable, "-m", "msa_sim.dcdb.collectagent", "--insecure-no-auth", "-c", conf], env=ENV,
                               stderr=open(os.path.join(work, "agent-%d.log" % rate), "w"))]
     try:
         wait_port(api, 30)
@@ -163,6 +164,7 @@ def step(args, work, broker, store, rate):
             seen = metrics(api)
             if time.monotonic() - start > args.seconds / 2:
                 lag = max(lag, seen.get("lag_seconds", 0.0))
+        ran = time.monotonic() - start
         for proc in procs[1:]:
             proc.send_signal(signal.SIGTERM)
         for proc in procs[1:]:
@@ -190,7 +192,7 @@ def step(args, work, broker, store, rate):
                 {k: seen.get(k) for k in ("readings_received_total", "readings_stored_total", "readings_dropped_total",
                                           "messages_rejected_total", "pending_readings")},
                 complaints[-1][:300] if complaints else "agent log clean"))
-        return {"offered": offered, "produced": produced, "stored": stored, "dropped": dropped, "lag": lag,
+        return {"offered": offered, "achieved": produced / ran, "produced": produced, "stored": stored, "dropped": dropped, "lag": lag,
                 "drain": drain, "ok": ok}
     finally:
         for proc in procs:
@@ -200,23 +202,33 @@ def step(args, work, broker, store, rate):
 
 
 def capacity(args, work, name, storage):
-    """Raise the offered load step by step until readings lag or drop; the highest rate sustained with nothing lost."""
+    """Raise the offered load step by step until readings lag or drop; the highest rate sustained with nothing lost.
+
+    The rate that counts is the one achieved (readings the Pushers produced per second of the step), not the one
+    offered: on a loaded machine the Pushers fall behind their schedule. Past the last of args.rates the offered
+    load keeps rising by a quarter until a step is not sustained or args.max_rate is reached (then the result is a
+    lower bound, and says so)."""
     broker = Broker(work)
     best = 0.0
-    rows = []
+    limited = False
+    rates = list(args.rates)
     try:
-        for rate in args.rates:
+        while rates:
+            rate = rates.pop(0)
             result = step(args, work, broker, storage(work, rate), rate)
-            rows.append(result)
-            print("  %-10s offered %7.0f/s  produced %8d  stored %8d  dropped %6d  lag %5.2f s  drain %5.2f s  %s"
-                  % (name, result["offered"], result["produced"], result["stored"], result["dropped"], result["lag"],
-                     result["drain"], "sustained" if result["ok"] else "NOT sustained"), flush=True)
+            print("  %-10s offered %7.0f/s  achieved %7.0f/s  produced %8d  stored %8d  dropped %6d  lag %5.2f s  "
+                  "drain %5.2f s  %s" % (name, result["offered"], result["achieved"], result["produced"],
+                                         result["stored"], result["dropped"], result["lag"], result["drain"],
+                                         "sustained" if result["ok"] else "NOT sustained"), flush=True)
             if not result["ok"]:
+                limited = True
                 break
-            best = result["offered"]
+            best = max(best, result["achieved"])
+            if not rates and rate * 1.25 <= args.max_rate:
+                rates.append(int(rate * 1.25))
     finally:
         broker.stop()
-    return best
+    return best, limited
 
 
 def pipeline(args):
@@ -236,10 +248,11 @@ def pipeline(args):
         with tempfile.TemporaryDirectory(prefix="bench_dcdb.") as work, \
                 pgcluster.cluster(("fsync=off", "synchronous_commit=off")) as dsn:
             results["postgresql"] = capacity(args, work, "postgresql", lambda _, rate: postgres_store(dsn, rate))
-    print("== highest rate sustained with nothing lost (goal >= 50000 readings/s):")
-    print("   " + "   ".join("%s %.0f readings/s" % (k, v) for k, v in results.items()))
-    if len(results) == 2 and results["sqlite"]:
-        print("   ratio postgresql / sqlite: %.2f" % (results["postgresql"] / results["sqlite"]))
+    print("== highest rate sustained with nothing lost (achieved readings/s; goal >= 50000):")
+    print("   " + "   ".join("%s %.0f readings/s%s" % (k, v, "" if limited else " (not limited up to --max-rate)")
+                             for k, (v, limited) in results.items()))
+    if len(results) == 2 and results["sqlite"][0]:
+        print("   ratio postgresql / sqlite: %.2f" % (results["postgresql"][0] / results["sqlite"][0]))
 
 
 def query_latency(args, work):
@@ -303,6 +316,8 @@ def main():
     parser.add_argument("--interval", type=int, default=100, help="ms between readings of each sensor")
     parser.add_argument("--rates", default="10000,20000,30000,40000,50000,60000,80000,100000",
                         help="offered loads (readings/s) tried in turn until one is not sustained")
+    parser.add_argument("--max-rate", type=int, default=400000,
+                        help="past the last of --rates the load rises by a quarter per step up to this")
     parser.add_argument("--seconds", type=float, default=8, help="length of each load step")
     parser.add_argument("--flush", type=int, default=1000, help="Pusher flushInterval (ms)")
     parser.add_argument("--batch", type=int, default=20000, help="Collect Agent batchSize (readings)")

@@ -74,7 +74,7 @@ class Manager:
         (tmp / "state").mkdir()
         self.free_segments = populate(str(tmp / "state" / "nam-manager.db"), live) if live else 1
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "sim"), str(ROOT / "collections")]))
-        self.proc = subprocess.Popen([sys.executable, "-m", "msa_sim.nammgr", "serve", "--config", str(conf),
+        self.proc = subprocess.Popen([sys.executable, "-m", "msa_sim.nammgr", "serve", "--insecure-no-tls", "--config", str(conf),
                                       "--port", "0", "--ready-file", str(tmp / "ready"), "--log-level", "WARNING"],
                                      env=env)
         deadline = time.monotonic() + 60

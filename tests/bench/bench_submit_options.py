@@ -22,7 +22,7 @@ from bench_containers import say, ssh, summary, timings  # noqa: E402
 import bench_containers  # noqa: E402
 from tests.helpers import ansible_inventory  # noqa: E402
 
-USER, UID = "benchopt", 5105
+USER, UID = "benchopt", 5107   # a uid of its own: verify_useropts creates 5105 on the same nodes
 PLAIN = "sbatch --hold -J bench-opts -p esb -N 1 -t 1 --wrap true"
 OPTIONS = ("sbatch --hold -J bench-opts -p esb -N 1 -t 1 --gw_num=1 --network-attached-memory=1G "
            "--global-collective-engine --wrap true")

@@ -307,7 +307,9 @@ def _free_port():
 def test_cli_validates_the_config_and_serves_until_sigterm(tmp_path):
     conf = testing.make_config(str(tmp_path), [{"name": "n1", "port": _free_port()}], USERS)
     path = str(tmp_path / "bmcs.json")
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(SIM))
+    # as the harness runs it (roles/sim_bmc): the stand-ins and the collection's module_utils (its TLS server)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.abspath(SIM), os.path.join(os.path.dirname(
+        os.path.abspath(SIM)), "collections")]))
     out = subprocess.run([sys.executable, "-m", "msa_sim.bmc", "check-config", "-c", path], env=env,
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and "n1" in out.stdout

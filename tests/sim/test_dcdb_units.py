@@ -82,6 +82,15 @@ def test_payload_formats_round_trip_integer_readings(readings, fmt):
     assert wire.decode(wire.encode(readings, fmt)) == readings
 
 
+@pytest.mark.parametrize("readings", [[(0x18_7B00_0000_0000_5B, 42)], [(0x5B, 7), (0x5B5D, -1)],
+                                      [(0x18_7B00_0000_00E0_5B, 0), (2, 0x5D)]])
+def test_binary_payload_starting_with_a_bracket_is_not_read_as_json(readings):
+    # the first byte of a binary payload is a timestamp's low byte: '[' once in 256 messages at random
+    raw = wire.encode(readings, "binary")
+    assert raw[:1] == b"["
+    assert wire.decode(raw) == readings
+
+
 @pytest.mark.parametrize("raw", [b"", b"[]", b"[[1]]", b'[["1", 2]]', b"[[0, 1]]", b"[[1, NaN]]", b"{}", b"abc",
                                  b"[[1, true]]", b"\x00" * 16])
 def test_malformed_payloads_are_rejected(raw):

@@ -99,8 +99,11 @@ class Fabric:
 
     def spawn(self, ns, program, conf):
         log = open(self.tmp / ("%s-%s.log" % (program, ns)), "w")
+        # the master's API here has its token but no TLS: the daemon serves it only when told so
+        insecure = ["--insecure-no-auth"] if program == "master" else []
         self.procs.append(subprocess.Popen(["ip", "netns", "exec", ns, PY, "-m", "msa_sim.emp.%s" % program,
-                                            "-c", str(conf)], env=ENV, stdout=log, stderr=subprocess.STDOUT))
+                                            "-c", str(conf)] + insecure, env=ENV, stdout=log,
+                                           stderr=subprocess.STDOUT))
 
     def down(self):
         for proc in self.procs:

@@ -4,6 +4,7 @@ from __future__ import annotations
 """EMP surveillance: link loss and return seen by the sweep; auto mode re-routes, topology mode reports degraded."""
 
 import io
+import time
 
 import pytest
 
@@ -56,9 +57,11 @@ def test_auto_mode_reroutes_around_a_lost_link_and_back_when_it_returns(fabric):
     a, b = topo.links[0][0], topo.links[0][2]
     assert path(before["tables"], topo, a, b) == [a, b]
     physical = cable(tmp_path, topo, drop={link})
+    lost_at = time.time()
     monitor.sweep()
     after = call(url, "GET", "emp/routes")
     assert after["version"] == before["version"] + 1 and after["certificate"]["deadlock_free"]
+    assert before["installed_at"] <= lost_at <= after["installed_at"] <= time.time()  # the master's own clock
     detour = path(after["tables"], physical, a, b)
     assert detour[0] == a and detour[-1] == b and len(detour) > 2
     assert "link %s lost" % link in out.getvalue() and "re-routed 12 nodes and 23 links" in out.getvalue()

@@ -48,7 +48,7 @@ class Service:
         if ready.exists():
             ready.unlink()
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "sim"), str(ROOT / "collections")]))
-        self.proc = subprocess.Popen([sys.executable, "-m", "msa_sim.nammgr", "serve", "--config", str(self.conf),
+        self.proc = subprocess.Popen([sys.executable, "-m", "msa_sim.nammgr", "serve", "--insecure-no-tls", "--config", str(self.conf),
                                       "--port", "0", "--ready-file", str(ready)], env=env,
                                      stdout=subprocess.DEVNULL, stderr=open(self.tmp / "manager.log", "ab"))
         deadline = time.monotonic() + 20

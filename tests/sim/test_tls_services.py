@@ -12,13 +12,13 @@ import types
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils._rest import NotDoneError, RestClient, RestError
+from ansible_collections.msa.hpc.plugins.module_utils._rest import NotDoneError, RestClient, RestError, tls_context
+from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
 from msa_sim.bmc.testing import make_tls
 from msa_sim.dcdb.api import make_server as dcdb_server
 from msa_sim.emp.api import make_server as emp_server
 from msa_sim.nammgr.api import Server as NamServer
 from msa_sim.psgwd.agent import AgentServer
-from msa_sim.tlsserver import TLSThreadingHTTPServer, client_context
 
 TOKEN = "s3cret-token"
 
@@ -89,7 +89,7 @@ def service(request, pki):
 
 
 def https(service, ca, path, headers=None):
-    conn = http.client.HTTPSConnection(service.host, service.port, timeout=5, context=client_context(ca))
+    conn = http.client.HTTPSConnection(service.host, service.port, timeout=5, context=tls_context(ca_path=ca))
     try:
         conn.request("GET", path, headers=headers or {})
         response = conn.getresponse()
@@ -140,8 +140,8 @@ def test_the_client_verifies_by_default_and_only_an_explicit_option_turns_it_off
     # no CA given: the system's trusted CAs, which do not include the simulation's CA
     with pytest.raises(NotDoneError, match="not trusted"):
         RestClient("https://%s:%d" % (service.host, service.port), retries=0).get(service.health.lstrip("/"))
-    insecure = client_context(insecure=True)
-    assert insecure.verify_mode == ssl.CERT_NONE and client_context().verify_mode == ssl.CERT_REQUIRED
+    insecure = tls_context(validate_certs=False)
+    assert insecure.verify_mode == ssl.CERT_NONE and tls_context().verify_mode == ssl.CERT_REQUIRED
 
 
 def test_a_server_without_certificate_files_is_refused_at_start(tmp_path):
@@ -224,3 +224,47 @@ def test_the_daemons_take_the_broker_ca_from_their_configuration(tmp_path):
     conf = {"mqttCAFile": "/etc/msa-hpc/tls/ca.pem"}
     assert mqtt_tls(conf.get) == ("/etc/msa-hpc/tls/ca.pem", 8883)
     assert mqtt_tls({}.get) == (None, 1883)
+
+
+@pytest.mark.parametrize("settings, missing", [
+    ("", "a token (token_file) and TLS (tls_cert, tls_key)"),
+    ("token_file = {token}\n", "TLS (tls_cert, tls_key)"),
+    ("tls_cert = {cert}\ntls_key = {key}\n", "a token (token_file)"),
+])
+def test_the_emp_master_daemon_does_not_serve_an_open_api(tmp_path, capsys, settings, missing):
+    from msa_sim.emp import master as emp_master
+    ca, pair = make_tls(str(tmp_path))
+    (tmp_path / "token").write_text(TOKEN)
+    conf = tmp_path / "master.conf"
+    conf.write_text("state_dir = %s\nlisten_port = 0\n" % tmp_path
+                    + settings.format(token=tmp_path / "token", cert=pair["cert"], key=pair["key"]))
+    assert emp_master.main(["-c", str(conf)]) == 1
+    assert "the API would be served without %s" % missing in capsys.readouterr().err
+    # asked for explicitly (tests only), it serves
+    _master, server = emp_master.build(emp_master.config.load(str(conf), emp_master.config.MASTER_DEFAULTS),
+                                       insecure=True)
+    server.server_close()
+
+
+def test_the_nam_manager_and_the_psgw_agent_do_not_serve_plain_http_unless_asked(tmp_path, capsys):
+    from msa_sim.nammgr.__main__ import main as nam_main
+    from msa_sim.psgwd.agent import main as agent_main
+    conf = tmp_path / "manager.conf"
+    conf.write_text("[manager]\nstate_dir = %s\n\n[nam:nam01]\ncapacity = 1G\n" % tmp_path)
+    assert nam_main(["serve", "--config", str(conf)]) == 2
+    assert "the API would be plain HTTP" in capsys.readouterr().err
+    (tmp_path / "token").write_text(TOKEN)
+    with pytest.raises(SystemExit) as exited:
+        agent_main(["--listen", "127.0.0.1:0", "--token-file", str(tmp_path / "token"), "--state-dir", str(tmp_path),
+                    "--run-dir", str(tmp_path)])
+    assert exited.value.code == 2 and "the API would be plain HTTP" in capsys.readouterr().err
+
+
+def test_the_dcdb_collect_agent_does_not_serve_an_open_api_unless_asked(tmp_path, capsys):
+    from msa_sim.dcdb.collectagent import main as agent_main
+    conf = tmp_path / "collectagent.conf"
+    conf.write_text("global {\n mqttBroker 127.0.0.1:1\n sacct none\n}\nstorage {\n path %s/s.sqlite\n}\n"
+                    "restAPI {\n address 127.0.0.1:0\n}\n" % tmp_path)
+    assert agent_main(["-c", str(conf)]) == 2
+    assert ("the REST API would be served without a restAPI user and TLS (restAPI certificate, privateKey)"
+            in capsys.readouterr().err)

@@ -364,11 +364,18 @@ def main(argv=None):
                                      description="DCDB Collect Agent stand-in: MQTT → store → Grafana API")
     parser.add_argument("--config", "-c", default="/etc/dcdb/collectagent.conf")
     parser.add_argument("--verbose", "-v", action="store_true")
+    parser.add_argument("--insecure-no-auth", action="store_true",
+                        help="serve the REST API without restAPI users and without TLS when none are set (tests only)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         config = AgentConfig(args.config)
+        missing = [what for what, given in (("a restAPI user", config.users),
+                                            ("TLS (restAPI certificate, privateKey)", config.tls_cert)) if not given]
+        if missing and not args.insecure_no_auth:
+            raise DcdbConfigError("%s: the REST API would be served without %s: configure it, or start with "
+                                  "--insecure-no-auth (tests only)" % (args.config, " and ".join(missing)))
         agent = CollectAgent(config)
         server = make_server(agent, *config.http, tls=(config.tls_cert, config.tls_key) if config.tls_cert else None)
     except (DcdbConfigError, StoreError, OSError, ValueError) as exc:
@@ -381,7 +388,7 @@ def main(argv=None):
     http = threading.Thread(target=server.serve_forever, name="dcdb-http", daemon=True)
     http.start()
     LOG.info("API on %s://%s:%d (%s)", server.scheme, config.http[0], server.server_address[1],
-             "basic auth" if config.users else "NO authentication: add restAPI user entries")
+             "basic auth" if config.users else "NO authentication (--insecure-no-auth)")
     while not stop.wait(5):
         if config.status_file:
             try:

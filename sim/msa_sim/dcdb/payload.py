@@ -34,11 +34,24 @@ def encode(readings, fmt="json"):
     return json.dumps([[int(ts), value] for ts, value in readings], separators=(",", ":")).encode()
 
 
+def _is_json(payload):
+    """A JSON reading list is UTF-8 text from '[' to ']'. Testing the first byte alone is not enough: a binary
+    payload starts with the low byte of a timestamp, which is '[' (0x5b) once in 256 messages; it ends with the top
+    byte of a value, ']' only for values of 6.7e18 and more, and is rarely valid UTF-8."""
+    if payload[:1] != b"[" or payload.rstrip()[-1:] != b"]":
+        return False
+    try:
+        payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def decode(payload):
     """bytes → list of (ts_ns int, value number); raise PayloadError for anything malformed."""
     if not payload:
         raise PayloadError("empty payload")
-    if payload[:1] == b"[":
+    if _is_json(payload):
         try:
             data = json.loads(payload)
         except ValueError as exc:

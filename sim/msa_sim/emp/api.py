@@ -9,7 +9,7 @@ import logging
 import re
 from http.server import BaseHTTPRequestHandler
 
-from ..tlsserver import TLSThreadingHTTPServer
+from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
 from .engine import EmpError
 
 log = logging.getLogger("emp.api")
@@ -110,6 +110,7 @@ def make_server(master, address, port, token=None, seed_only=False, tls=None):
                                               "source": m.store.get("topology_source")},
             ("PUT", "emp/topology"): lambda: _put_topology(m, body),
             ("GET", "emp/routes"): lambda: {"version": m.store.get("routes_version", 0),
+                                            "installed_at": m.store.get("routes_installed_at"),
                                             "algorithm": m.store.get("routes_algorithm"),
                                             "summary": m.store.get("routes_summary"),
                                             "certificate": m.store.get("routes_summary"),

@@ -235,8 +235,8 @@ class Master:
         the discovered fabric it was computed for and the run's settings, which surveillance re-routes with."""
         version = self.store.get("routes_version", 0) + 1
         self.store.save_routes(version, self._entries(plan, self.store.get("discovered_addresses") or {}))
-        self.store.set(routes_version=version, routes_tables=plan["tables"], routes_dot=plan["dot"],
-                       routes_summary=plan["summary"], routes_algorithm=plan["algorithm"],
+        self.store.set(routes_version=version, routes_installed_at=time.time(), routes_tables=plan["tables"],
+                       routes_dot=plan["dot"], routes_summary=plan["summary"], routes_algorithm=plan["algorithm"],
                        routes_fabric=T.to_td(discovered), surveyed_fabric=T.to_td(discovered), run_settings=settings)
         return version
 

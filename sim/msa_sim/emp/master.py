@@ -15,24 +15,31 @@ from .monitor import Monitor
 from .store import Store
 
 
-def build(conf):
-    store = Store(os.path.join(conf["state_dir"], "master.sqlite"))
-    master = Master(conf, store)
+def build(conf, insecure=False):
+    """The master and its API server. The API needs a token and TLS; ``insecure`` (tests only) serves it without."""
     if bool(conf["tls_cert"]) != bool(conf["tls_key"]):
         raise ValueError("tls_cert and tls_key must be set together")
+    token = config.read_token(conf["token_file"])
+    missing = [what for what, given in (("a token (token_file)", token), ("TLS (tls_cert, tls_key)", conf["tls_cert"]))
+               if not given]
+    if missing and not insecure:
+        raise ValueError("the API would be served without %s: configure it, or start with --insecure-no-auth "
+                         "(tests only)" % " and ".join(missing))
     tls = (conf["tls_cert"], conf["tls_key"]) if conf["tls_cert"] else None
-    server = make_server(master, conf["listen_address"], conf["listen_port"], config.read_token(conf["token_file"]),
-                         tls=tls)
+    master = Master(conf, Store(os.path.join(conf["state_dir"], "master.sqlite")))
+    server = make_server(master, conf["listen_address"], conf["listen_port"], token, tls=tls)
     return master, server
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="emp-master", description=__doc__)
     parser.add_argument("-c", "--config", default="/etc/extoll/master.conf")
+    parser.add_argument("--insecure-no-auth", action="store_true",
+                        help="serve the API without a token and without TLS when none is configured (tests only)")
     args = parser.parse_args(argv)
     try:
         conf = config.load(args.config, config.MASTER_DEFAULTS)
-        master, server = build(conf)
+        master, server = build(conf, insecure=args.insecure_no_auth)
     except (OSError, ValueError, RuntimeError) as exc:
         print("emp-master: %s" % exc, file=sys.stderr)
         return 1

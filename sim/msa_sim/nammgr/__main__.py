@@ -34,6 +34,9 @@ def open_store(cfg):
 
 def serve(args):
     cfg = C.load(args.config)
+    if cfg.tls is None and not args.insecure_no_tls:
+        raise C.ConfigError("%s: tls_cert and tls_key are not set, the API would be plain HTTP (serve "
+                            "--insecure-no-tls for tests only)" % args.config)
     store = open_store(cfg)
     auth = Authenticator(cfg.users_file, os.path.join(cfg.state_dir, "token.key"), cfg.token_ttl)
     server = Server((args.listen or cfg.listen, cfg.port if args.port is None else args.port), Manager(store, auth),
@@ -86,6 +89,8 @@ def main(argv=None):
     s.add_argument("--port", type=int, default=None, help="port (0: any free port; default: port of the config)")
     s.add_argument("--ready-file", default=None, help="write HOST:PORT here once listening")
     s.add_argument("--log-level", default="INFO")
+    s.add_argument("--insecure-no-tls", action="store_true", help="serve plain HTTP when no TLS is configured "
+                   "(tests only)")
     c = sub.add_parser("check", help="check the invariants of the state database")
     c.add_argument("--config", default=C.DEFAULT_PATH)
     h = sub.add_parser("hash-password", help="print a PBKDF2 hash (or a users.conf line) for a password")

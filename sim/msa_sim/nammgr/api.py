@@ -38,8 +38,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.msa.hpc.plugins.module_utils import _gce as G
 from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, parse_size
+from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
 from msa_sim.nammgr.store import StoreError
-from msa_sim.tlsserver import TLSThreadingHTTPServer
 
 log = logging.getLogger("nam-manager")
 ID_RE = re.compile(r"^[A-Za-z0-9_.:@+-]{1,128}$")

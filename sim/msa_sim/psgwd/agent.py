@@ -27,8 +27,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler
 
+from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
 from msa_sim.psgwd.store import DaemonStore
-from msa_sim.tlsserver import TLSThreadingHTTPServer
 
 log = logging.getLogger("psgw-agent")
 JOB_RE = re.compile(r"^[0-9A-Za-z_.+-]{1,64}$")
@@ -305,7 +305,7 @@ def main(argv=None):
                     help="the fabric is up only while one interface named PREFIX* has its link up (EXTOLL ports)")
     ap.add_argument("--name", default=socket.gethostname().split(".")[0])
     ap.add_argument("--token-file", default="/etc/msa-gw/agent.token")
-    ap.add_argument("--insecure-no-auth", action="store_true", help="serve without a token (tests only)")
+    ap.add_argument("--insecure-no-auth", action="store_true", help="serve without a token, and without TLS when none is given (tests only)")
     ap.add_argument("--tls-cert", help="PEM certificate of the API: with --tls-key, the agent speaks TLS only")
     ap.add_argument("--tls-key", help="PEM key of --tls-cert")
     ap.add_argument("--state-dir", default="/var/lib/msa-gw")
@@ -314,6 +314,8 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="psgw-agent %(levelname)s %(message)s")
     if bool(args.tls_cert) != bool(args.tls_key):
         ap.error("--tls-cert and --tls-key go together")
+    if not (args.tls_cert or args.insecure_no_auth):
+        ap.error("--tls-cert and --tls-key are required: the API would be plain HTTP (--insecure-no-auth: tests only)")
     fabrics = []
     for item in args.fabric:
         name, sep, addr = item.partition("=")

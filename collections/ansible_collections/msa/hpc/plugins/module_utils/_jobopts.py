@@ -180,3 +180,24 @@ def encode(options, extra=()):
         _DECODERS[key](value, key)  # refuse what the hooks would refuse
         fields.append(("nam_bytes" if key == "nam" else key, 1 if value is True else value))
     return format_options(fields + list(extra))
+
+
+# The delay switch (seed 004 §5.2.2): job_submit.lua writes delay=M (minutes) and, for a workflow's delayed part,
+# delay_after=<leader job>; the controller's delay hook (module_utils/_delay_hooks) reads them.
+DELAY_KEYS = ("delay", "delay_after")
+
+
+def decode_delay(text):
+    """``{"delay": minutes, "delay_after": "<job id>"}`` with the keys present in an ``msa:`` comment, validated;
+    ``delay_after`` needs ``delay``. Raises JobOptionError naming the key and value."""
+    raw = {k: v for k, v in parse_msa("" if text in (None, "(null)") else str(text)).items() if k in DELAY_KEYS}
+    out = {}
+    if "delay" in raw:
+        out["delay"] = check_count(raw["delay"], "delay", 0, 525600)
+    if "delay_after" in raw:
+        if "delay" not in raw:
+            raise JobOptionError("delay_after: %r is given without delay" % (raw["delay_after"],))
+        if not re.match(r"^[1-9][0-9]{0,9}$", raw["delay_after"]):
+            raise JobOptionError("delay_after: %r is not a job id" % (raw["delay_after"],))
+        out["delay_after"] = raw["delay_after"]
+    return out

@@ -31,7 +31,10 @@ GATEWAY_OPTIONS = {
 NAM_COMMENT_KEY, NAM_ENV = "nam_bytes", "MSA_NAM_BYTES"   # exact size; the licence count is rounded up to GiB
 GCE_COMMENT_KEY, GCE_ENV = "gce", "MSA_GCE"
 ALT_COMMENT_KEY = "alt"          # module_list alternatives: msa:alt=<name>;set=<token>;alternative=<i>
-DELAY_COMMENT_KEY = "delay_of"   # delayed components: msa:delay_of=<leader job id>;component=<i>;delay=<min>
+# delayed components: msa:delay=<min>;delay_after=<leader job id>;component=<i>, the keys job_submit.lua writes for
+# --delay, so the controller's delay hook (module_utils/_delay_hooks) reserves their nodes alike
+DELAY_COMMENT_KEY = "delay_after"
+LEGACY_DELAY_KEY = "delay_of"    # what slurm_packjob wrote before (jobs still queued across an upgrade)
 LEADER_PLACEHOLDER = "%LEADER_JOB_ID%"   # in delayed scripts/argv until the first job has an id
 
 ACTIVE_STATES = frozenset(("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "RESIZING", "REQUEUED",
@@ -523,7 +526,7 @@ def _main_script(spec):
 
 
 def _delayed_script(spec, comp):
-    fields = [(DELAY_COMMENT_KEY, LEADER_PLACEHOLDER), ("component", comp["index"]), ("delay", comp["delay"])]
+    fields = [("delay", comp["delay"]), (DELAY_COMMENT_KEY, LEADER_PLACEHOLDER), ("component", comp["index"])]
     lines = _header("component %d of job %r, started %d minutes after job %s starts (delay switch, seed 004 §5.2.2)"
                     % (comp["index"], spec["name"], comp["delay"], LEADER_PLACEHOLDER)) + _image_lines([comp])
     opts = _resource_lines(comp, spec) + ["--comment=%s" % format_comment(fields)]
@@ -812,18 +815,22 @@ def find_ids(spec, records, user):
         newest = max(live_sets, key=lambda s: max(r["job_id"] for r in s))
         ordered = sorted(newest, key=lambda r: int(parse_comment(r["comment"]).get("alternative", 0)))
         return {"leader": None, "delayed": {}, "alternatives": [r["job_id"] for r in ordered]}
+
+    def leader_of(fields):
+        return fields.get(DELAY_COMMENT_KEY, fields.get(LEGACY_DELAY_KEY))
+
     leaders = set()
     for r in live:
         fields = parse_comment(r["comment"])
-        if DELAY_COMMENT_KEY in fields and fields[DELAY_COMMENT_KEY].isdigit():
-            leaders.add(int(fields[DELAY_COMMENT_KEY]))
+        if (leader_of(fields) or "").isdigit():
+            leaders.add(int(leader_of(fields)))
         else:
             leaders.add(r["het_job_id"] or r["job_id"])
     leader = max(leaders)
     delayed = {}
     for r in mine:
         fields = parse_comment(r["comment"])
-        if fields.get(DELAY_COMMENT_KEY) == str(leader) and fields.get("component", "").isdigit():
+        if leader_of(fields) == str(leader) and fields.get("component", "").isdigit():
             delayed[int(fields["component"])] = r["job_id"]
     return {"leader": leader, "delayed": delayed, "alternatives": []}
 

@@ -8,7 +8,9 @@
 --   --global-collective-engine       licence gce:1 (one of the 256 communicators of a GCE), comment gce=1
 --   --module-list=m1,m2              the job's partition list: Slurm runs it in whichever starts it first
 --   --delay=M                        with --dependency=after:<job>: after:<job>+M (M minutes after that job
---                                    started), else a begin time M minutes after submission; comment delay=M
+--                                    started), comment delay=M;delay_after=<job>, and the controller's delay hook
+--                                    reserves its nodes for that time when <job> starts (one partition only);
+--                                    else a begin time M minutes after submission, comment delay=M
 -- The comment is the msa: form of module_utils/_jobopts.py (format_options/encode): the key order of its
 -- HOOK_KEYS, values without white space, ';', '=' or ','. Site values (pool size, NAM capacity, modules and which
 -- reach NAM/GCE) come from /etc/slurm/job_submit_msa.conf.lua, rendered from the inventory by msa.hpc.slurmctld.
@@ -129,7 +131,7 @@ function M.comment(existing, fields, extra)
   for _, key in ipairs(KEYS) do
     if fields[key] ~= nil then items[#items + 1] = key .. "=" .. tostring(fields[key]) end
   end
-  for _, key in ipairs({"delay"}) do
+  for _, key in ipairs({"delay", "delay_after"}) do
     if extra[key] ~= nil then items[#items + 1] = key .. "=" .. tostring(extra[key]) end
   end
   return "msa:" .. table.concat(items, ";")
@@ -166,7 +168,13 @@ function M.translate(conf, job_desc, now)
     -- after the start of another job (a workflow's first part, seed 004 §5.2.2): Slurm's after:<job>+<minutes>
     local after = job_desc.dependency and string.match(job_desc.dependency, "^after:(%d+)$")
     if after then
+      -- the controller's delay hook reserves this job's nodes for that time when the leader starts: one partition
+      local parts = partitions_of(conf, job_desc)
+      if #parts ~= 1 then
+        refuse("delay", opts.delay, "its nodes are reserved in one partition (not " .. table.concat(parts, ",") .. ")")
+      end
       job_desc.dependency = string.format("after:%s+%d", after, minutes)
+      extra.delay_after = after
     elseif job_desc.dependency ~= nil and job_desc.dependency ~= "" then
       refuse("delay", opts.delay, "combines only with --dependency=after:<job> (not " .. job_desc.dependency .. ")")
     elseif minutes > 0 then

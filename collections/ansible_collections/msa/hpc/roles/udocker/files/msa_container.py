@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import fcntl
 import glob
 import hashlib
@@ -12,6 +13,7 @@ import os
 import grp
 import pwd
 import re
+import ssl
 import struct
 import subprocess
 import sys
@@ -30,7 +32,10 @@ BASE_VOLUMES = ("/proc", "/sys", "/etc/resolv.conf", "/etc/host.conf", "/dev/nul
                 "/dev/random", "/dev/urandom", "/dev/tty", "/dev/pts", "/dev/ptmx", "/dev/shm")
 _IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,127}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$")
 DEFAULTS = {"udocker": "/usr/local/bin/udocker", "engine": "F1", "repo_dir": "/var/lib/udocker",
-            "devices": [], "libraries": [], "volumes": []}
+            "devices": [], "libraries": [], "volumes": [],
+            # the image store (https only): the CA its certificate is verified against (empty: the system's CAs)
+            # and the root-only file of its account ("user:password", HTTP Basic)
+            "store_ca": "", "store_credentials": ""}
 
 
 class WrapperError(Exception):
@@ -224,7 +229,7 @@ def sha256_of(path):
 
 
 def import_image(conf, source, image, sha256, dry_run=False):
-    """Import a tarball (a path or an http URL of the site's image store) as ``image`` into the shared repository.
+    """Import a tarball (a path or an https URL of the site's image store) as ``image`` into the shared repository.
 
     Nothing is fetched when the image is there from a tarball with this sha256. Returns ``unchanged``,
     ``imported`` or, with dry_run, ``would import``.
@@ -238,8 +243,8 @@ def import_image(conf, source, image, sha256, dry_run=False):
     os.makedirs(os.path.dirname(marker_path(conf, repo, tag)), mode=0o755, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=conf["repo_dir"]) as tmp:
         path = os.path.join(tmp, os.path.basename(source.split("?", 1)[0]) or "image.tar")
-        if re.match(r"^https?://", source):
-            _download(source, path)
+        if re.match(r"^[a-z][a-z0-9+.-]*://", source, re.I):
+            _download(conf, source, path)
         else:
             os.link(source, path) if os.stat(source).st_dev == os.stat(tmp).st_dev else _copy(source, path)
         got = sha256_of(path)
@@ -254,10 +259,29 @@ def import_image(conf, source, image, sha256, dry_run=False):
     return "imported"
 
 
-def _download(source, path):
-    """Fetch an http(s) URL of the site's image store to ``path``; every failure of the transfer is a WrapperError."""
+def store_request(conf, source):
+    """The request for ``source`` of the image store: https only, with the store's account when one is configured."""
+    if not source.lower().startswith("https://"):
+        raise WrapperError("%s: the image store is reached over https only" % source)
+    request = urllib.request.Request(source)
+    if conf.get("store_credentials"):
+        try:
+            with open(conf["store_credentials"], "rb") as handle:
+                account = handle.read().strip()
+        except OSError as exc:
+            raise WrapperError("the image store's credentials %s cannot be read: %s"
+                               % (conf["store_credentials"], exc.strerror or exc)) from None
+        request.add_header("Authorization", "Basic " + base64.b64encode(account).decode("ascii"))
+    return request
+
+
+def _download(conf, source, path):
+    """Fetch an https URL of the site's image store to ``path``, the store's certificate verified against the
+    configured CA; every failure of the transfer is a WrapperError."""
+    request = store_request(conf, source)
     try:
-        with urllib.request.urlopen(source, timeout=60) as answer, open(path, "wb") as out:
+        context = ssl.create_default_context(cafile=conf.get("store_ca") or None)
+        with urllib.request.urlopen(request, timeout=60, context=context) as answer, open(path, "wb") as out:
             for block in iter(lambda: answer.read(1 << 20), b""):
                 out.write(block)
             if getattr(answer, "length", None):   # read(amt) ends quietly where a connection closed early
@@ -265,7 +289,7 @@ def _download(source, path):
     except urllib.error.HTTPError as exc:
         raise WrapperError("%s: the image store answered HTTP %s %s" % (source, exc.code, exc.reason)) from None
     except (OSError, http.client.HTTPException, ValueError) as exc:
-        # refused, timed out, reset, cut short (IncompleteRead), not a URL: nothing was imported
+        # refused, timed out, reset, cut short (IncompleteRead), certificate not trusted, not a URL: nothing imported
         raise WrapperError("downloading %s failed (%s: %s); nothing was imported, try again"
                            % (source, type(exc).__name__, exc)) from None
 

@@ -18,8 +18,9 @@ import time
 
 
 class FaultyServer:
-    def __init__(self, script=(), default=("answer", 200, {"ok": True}), port=0):
+    def __init__(self, script=(), default=("answer", 200, {"ok": True}), port=0, tls=None):
         self.script = list(script)
+        self.tls = tls            # an ssl.SSLContext (server side): the same faults behind TLS
         self.default = default
         self.seen = []            # (method, path, body) of every request read whole
         self._sock = socket.socket()
@@ -27,7 +28,7 @@ class FaultyServer:
         self._sock.bind(("127.0.0.1", port))
         self._sock.listen(16)
         self.port = self._sock.getsockname()[1]
-        self.url = "http://127.0.0.1:%d" % self.port
+        self.url = "%s://127.0.0.1:%d" % ("https" if tls else "http", self.port)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -81,6 +82,8 @@ class FaultyServer:
     def _handle(self, conn):
         conn.settimeout(10)
         try:
+            if self.tls is not None:
+                conn = self.tls.wrap_socket(conn, server_side=True)
             request = self._read_request(conn)
             if request is None:
                 return

@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
 from ansible_collections.msa.hpc.plugins.module_utils._packjob import (
     GATEWAY_OPTIONS, LEADER_PLACEHOLDER, CliTransport, PackJobError, TransportError, cancel_targets, fill_leader,
     find_ids, licenses, parse_comment, parse_sacct_json, parse_sbatch_id, parse_scontrol_show_job,
@@ -144,7 +145,9 @@ def test_a_delayed_component_is_its_own_job_depending_on_the_first_job_start():
     assert subs[0]["script"].count("#SBATCH --partition=") == 2
     delayed = fill_leader(subs[1], 4321)
     assert delayed["argv"] == ["sbatch", "--parsable", "--dependency=after:4321+55"]
-    assert "#SBATCH --comment=msa:delay_of=4321;component=2;delay=55" in delayed["script"]
+    assert "#SBATCH --comment=msa:delay=55;delay_after=4321;component=2" in delayed["script"]
+    # the controller's delay hook reads it as it reads what job_submit.lua writes for sbatch --delay: reserved alike
+    assert J.decode_delay("msa:delay=55;delay_after=4321;component=2") == {"delay": 55, "delay_after": "4321"}
     assert "squeue --noheader --jobs=4321" in delayed["script"]
     assert LEADER_PLACEHOLDER not in delayed["script"] and delayed["script"].rstrip().endswith("srun ./late")
 

@@ -153,7 +153,7 @@ def test_wait_gives_up_after_the_timeout():
 
 def test_absent_cancels_live_jobs_of_the_name_and_is_idempotent():
     queue = [_job(510, "RUNNING", 510, 0, "cm01"), _job(511, "RUNNING", 510, 1, "esb01"),
-             _job(520, "PENDING", comment="msa:delay_of=510;component=2;delay=5")]
+             _job(520, "PENDING", comment="msa:delay=5;delay_after=510;component=2")]
     slurm = FakeSlurm([queue])
     done = _run({"name": "coupled", "state": "absent"}, slurm)
     assert done.result["changed"] and done.result["cancelled"] == [510, 520]
@@ -176,7 +176,7 @@ def test_delayed_component_is_submitted_after_the_leader_with_its_id():
     sbatches = slurm.commands("sbatch")
     assert sbatches[1] == ["sbatch", "--parsable", "--dependency=after:510+30"]
     delayed_script = slurm.calls[[c[0] for c in slurm.calls].index(sbatches[1])][1]
-    assert "delay_of=510" in delayed_script
+    assert "delay_after=510" in delayed_script
     assert done.result["job_ids"] == [510, 520]
 
 

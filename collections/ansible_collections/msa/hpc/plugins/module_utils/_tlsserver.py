@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""TLS for the stand-ins' http.server APIs: one server class whose listening socket speaks TLS only.
+"""TLS for http.server APIs (the stand-ins' and the image store's): one server class whose socket speaks TLS only.
 
 The handshake runs in the request's own thread (not in ``accept``), so a slow or plain-HTTP client holds up nobody;
 a client that does not speak TLS (a plain ``GET``) fails the handshake and its connection is closed unanswered.
+Standard library only: node services run it with the system's ``python3 -I``. Clients use ``_rest.tls_context``.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import logging
 import ssl
 from http.server import ThreadingHTTPServer
 
-log = logging.getLogger("msa_sim.tls")
+log = logging.getLogger("msa_hpc.tls")
 # Seconds a client has to complete the TLS handshake.
 HANDSHAKE_TIMEOUT = 10.0
 
@@ -24,16 +25,6 @@ def server_context(cert, key):
     except (OSError, ssl.SSLError) as exc:
         raise OSError("cannot load the TLS certificate %s / key %s: %s" % (cert, key, exc)) from None
     return context
-
-
-def client_context(ca_file=None, insecure=False):
-    """A client context that verifies the server against ``ca_file`` (the system CA); ``insecure`` must be asked."""
-    if insecure:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        return context
-    return ssl.create_default_context(cafile=ca_file or None)
 
 
 class TLSThreadingHTTPServer(ThreadingHTTPServer):

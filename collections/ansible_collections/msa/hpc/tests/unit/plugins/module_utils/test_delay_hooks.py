@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The delay switch's controller hook: which jobs it reserves for, the scontrol commands it runs (no shell, every
+value validated), Algorithm 2's shift when the nodes are taken, and cancelling with the leader."""
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+import subprocess
+import time
+
+import pytest
+
+from ansible_collections.msa.hpc.plugins.module_utils import _delay_hooks as D
+from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
+
+FIXTURE = pathlib.Path(__file__).parent / "fixtures/slurm/squeue_json_22.05_all_states.json"
+TEMPLATE = json.loads(FIXTURE.read_text())["jobs"][0]   # a real 22.05 record; fields are overridden below
+NOW = 1_800_000_000
+
+
+def job(job_id, **fields):
+    rec = dict(TEMPLATE)
+    rec.update({"job_id": job_id, "het_job_id": 0, "het_job_offset": 0, "user_name": "alice", "user_id": 5000,
+                "group_id": 5000, "comment": "", "licenses": "", "nodes": "", "partition": "cm", "dependency": "",
+                "job_state": "PENDING", "node_count": 1, "time_limit": 5, "resv_name": "", "start_time": 0})
+    rec.update(fields)
+    return rec
+
+
+def delayed(job_id, leader, minutes=1, **fields):
+    base = {"partition": "dam", "comment": "msa:delay=%d;delay_after=%s" % (minutes, leader),
+            "dependency": "after:%s+%d(unfulfilled)" % (leader, minutes)}
+    base.update(fields)
+    return job(job_id, **base)
+
+
+class FakeSlurm:
+    """squeue --json answers ``jobs``; scontrol/scancel calls are recorded; ``busy_until`` refuses reservations
+    that start earlier (the nodes are taken until then)."""
+
+    def __init__(self, jobs, busy_until=0, bind_fails=False, accounting=None):
+        self.jobs, self.busy_until, self.bind_fails, self.calls = jobs, busy_until, bind_fails, []
+        self.accounting = accounting or {}   # job id -> sacct's State column
+
+    def __call__(self, argv, **kwargs):
+        assert isinstance(argv, list) and not kwargs.get("shell")
+        self.calls.append(argv)
+        if argv[0] == "squeue":
+            return subprocess.CompletedProcess(argv, 0, json.dumps({"jobs": self.jobs}), "")
+        if argv[0] == "sacct":
+            job_id = argv[-1].split("=", 1)[1]
+            return subprocess.CompletedProcess(argv, 0, self.accounting.get(job_id, "") + "\n", "")
+        if argv[1:3] == ["create", "reservation"]:
+            start = dict(a.split("=", 1) for a in argv[3:])["StartTime"]
+            when = NOW if start == "now" else time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S"))
+            if when < self.busy_until:
+                return subprocess.CompletedProcess(argv, 1, "", "Error creating the reservation: Requested nodes "
+                                                                "are busy")
+        if argv[1] == "update" and self.bind_fails:
+            return subprocess.CompletedProcess(argv, 1, "", "Invalid reservation")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    def made(self, verb):
+        return [c for c in self.calls if c[1:2] == [verb]]
+
+
+def run(action, job_id, slurm):
+    out, err = io.StringIO(), io.StringIO()
+    opts = D.parser().parse_args([action, "--sacct-tries", "1"])
+    func = D.prolog if action == "prolog" else D.epilog
+    kwargs = {"clock": lambda: NOW} if action == "prolog" else {}
+    rc = D.S.run_hook("delay", action, lambda: func({"SLURM_JOB_ID": job_id}, opts, out, slurm, **kwargs), 0,
+                      job_id, err, (D.DelayError, D.S.JobRecordError, J.JobOptionError, OSError, ValueError))
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_the_leaders_start_reserves_the_delayed_jobs_nodes_for_start_plus_delay_and_binds_it():
+    slurm = FakeSlurm([job(41, job_state="RUNNING", start_time=NOW - 5, nodes="cm01"),
+                       delayed(42, 41, 1, node_count=2, time_limit=3, licenses="gateway:1")])
+    rc, out, err = run("prolog", "41", slurm)
+    assert (rc, err) == (0, "")
+    (create,) = slurm.made("create")
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(NOW - 5 + 60))
+    assert create == ["scontrol", "create", "reservation", "ReservationName=msa_delay_42", "StartTime=" + start,
+                      "Duration=3", "PartitionName=dam", "NodeCnt=2", "Users=alice", "Flags=PURGE_COMP",
+                      "Licenses=gateway:1"]
+    assert slurm.made("update") == [["scontrol", "update", "JobId=42", "ReservationName=msa_delay_42"]]
+    assert "job 42: 2 node(s) of dam reserved as msa_delay_42 from " + start in out
+
+
+def test_nodes_taken_at_the_asked_time_shift_the_reservation_a_minute_at_a_time():
+    slurm = FakeSlurm([job(41, job_state="RUNNING", start_time=NOW), delayed(42, 41, 2)], busy_until=NOW + 300)
+    rc, out, dummy = run("prolog", "41", slurm)
+    starts = [c[4] for c in slurm.made("create")]
+    assert rc == 0 and len(starts) == 4   # +120 s busy, +180, +240, then +300 free
+    assert starts[-1] == "StartTime=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(NOW + 300))
+    assert "(180 s later than asked" in out
+
+
+def test_nodes_taken_for_over_an_hour_leave_the_job_unreserved_and_the_leader_starting():
+    slurm = FakeSlurm([job(41, job_state="RUNNING", start_time=NOW), delayed(42, 41, 1)], busy_until=NOW + 7200)
+    rc, out, dummy = run("prolog", "41", slurm)
+    assert rc == 0 and slurm.made("update") == []
+    assert "job 42: no 1 node(s) of dam can be reserved" in out and "Requested nodes are busy" in out
+
+
+def test_a_bind_that_fails_removes_the_reservation_again():
+    slurm = FakeSlurm([job(41, job_state="RUNNING", start_time=NOW), delayed(42, 41, 0)], bind_fails=True)
+    rc, out, dummy = run("prolog", "41", slurm)
+    assert rc == 0 and slurm.made("create")[0][4] == "StartTime=now"
+    assert slurm.made("delete")[-1] == ["scontrol", "delete", "reservation", "msa_delay_42"]
+    assert "cannot bind it to reservation msa_delay_42: Invalid reservation" in out
+
+
+@pytest.mark.parametrize("other", [
+    delayed(42, 41, 1, user_name="mallory", user_id=6000),          # another user's job naming our leader
+    delayed(42, 41, 1, dependency="after:41+5"),                    # comment and dependency disagree
+    delayed(42, 41, 1, dependency="afterok:41"),                    # a comment written by hand
+    delayed(42, 41, 1, partition="dam;rm -rf /"),                   # a field scontrol must never see
+    delayed(42, 41, 1, node_count=0),
+    delayed(42, 41, 1, comment="msa:delay=1;delay_after=x41"),
+])
+def test_jobs_that_only_claim_to_be_delayed_parts_get_no_reservation(other):
+    slurm = FakeSlurm([job(41, job_state="RUNNING", start_time=NOW), other])
+    rc, out, err = run("prolog", "41", slurm)
+    assert rc == 0 and slurm.made("create") == [] and slurm.made("update") == []
+    assert "delay: leader 41: not reserved: " in out and err == "", (out, err)
+
+
+def test_other_leaders_jobs_and_started_jobs_are_left_alone():
+    slurm = FakeSlurm([job(41, job_state="RUNNING", start_time=NOW), delayed(42, 40, 1),
+                       delayed(43, 41, 1, job_state="RUNNING")])
+    assert run("prolog", "41", slurm)[0] == 0
+    assert slurm.made("create") == [] and slurm.made("scancel") == []
+
+
+def test_a_delayed_job_starting_after_its_leader_was_cancelled_is_cancelled():
+    slurm = FakeSlurm([job(41, job_state="CANCELLED"), delayed(42, 41, 1, job_state="CONFIGURING")])
+    rc, out, dummy = run("prolog", "42", slurm)
+    assert rc == 0 and ["scancel", "42"] in slurm.calls
+    assert "job 42 cancelled: its leader 41 is CANCELLED" in out
+
+
+def test_a_delayed_job_whose_leader_runs_starts():
+    slurm = FakeSlurm([job(41, job_state="RUNNING"), delayed(42, 41, 1, job_state="CONFIGURING")])
+    assert run("prolog", "42", slurm)[0] == 0 and not [c for c in slurm.calls if c[0] == "scancel"]
+
+
+def test_a_cancelled_leader_takes_its_delayed_jobs_and_their_reservations_with_it():
+    # while EpilogSlurmctld runs squeue says COMPLETING: how the leader ended comes from accounting
+    slurm = FakeSlurm([job(41, job_state="COMPLETING"), delayed(42, 41, 1), delayed(43, 41, 1, job_state="RUNNING"),
+                       delayed(44, 41, 1, job_state="COMPLETED"), delayed(45, 41, 1, user_name="bob")],
+                      accounting={"41": "CANCELLED by 5000"})
+    rc, out, dummy = run("epilog", "41", slurm)
+    assert rc == 0 and ["sacct", "--noheader", "--parsable2", "--allocations", "--format=State",
+                        "--jobs=41"] in slurm.calls
+    assert [c for c in slurm.calls if c[0] == "scancel"] == [["scancel", "42"], ["scancel", "43"]]
+    assert ["scontrol", "delete", "reservation", "msa_delay_42"] in slurm.calls
+
+
+def test_a_leader_that_completed_leaves_its_delayed_jobs_to_start_when_asked():
+    slurm = FakeSlurm([job(41, job_state="COMPLETING"), delayed(42, 41, 1)], accounting={"41": "COMPLETED"})
+    assert run("epilog", "41", slurm)[0] == 0 and [c[0] for c in slurm.calls] == ["squeue", "sacct"]
+
+
+def test_a_leader_whose_end_accounting_does_not_tell_leaves_its_delayed_jobs_alone():
+    slurm = FakeSlurm([job(41, job_state="COMPLETING"), delayed(42, 41, 1)], accounting={"41": "sacct: error"})
+    assert run("epilog", "41", slurm)[0] == 0 and [c[0] for c in slurm.calls] == ["squeue", "sacct"]
+
+
+def test_a_delayed_job_whose_leader_slurmctld_forgot_asks_accounting():
+    slurm = FakeSlurm([delayed(42, 41, 9, job_state="CONFIGURING")], accounting={"41": "COMPLETED"})
+    assert run("prolog", "42", slurm)[0] == 0 and not [c for c in slurm.calls if c[0] == "scancel"]
+    slurm = FakeSlurm([delayed(42, 41, 9, job_state="CONFIGURING")], accounting={"41": "CANCELLED by 0"})
+    assert run("prolog", "42", slurm)[0] == 0 and ["scancel", "42"] in slurm.calls
+
+
+def test_a_job_without_delayed_parts_ends_without_asking_accounting():
+    slurm = FakeSlurm([job(41, job_state="COMPLETING"), delayed(42, 40, 1)], accounting={"41": "CANCELLED"})
+    assert run("epilog", "41", slurm)[0] == 0 and [c[0] for c in slurm.calls] == ["squeue"]
+
+
+def test_a_delayed_jobs_end_removes_its_reservation():
+    slurm = FakeSlurm([delayed(42, 41, 1, job_state="COMPLETED")])
+    rc, out, dummy = run("epilog", "42", slurm)
+    assert rc == 0 and slurm.calls[-1] == ["scontrol", "delete", "reservation", "msa_delay_42"]
+
+
+def test_a_bad_job_id_from_the_environment_is_one_line_and_no_command():
+    slurm = FakeSlurm([])
+    rc, dummy, err = run("prolog", "41; rm -rf /", slurm)
+    assert rc == 0 and slurm.calls == [] and "is not a Slurm job id" in err
+
+
+@pytest.mark.parametrize("comment,message", [
+    ("msa:delay_after=41", "delay_after: '41' is given without delay"),
+    ("msa:delay=-1;delay_after=41", "delay: '-1' is not a whole number"),
+    ("msa:delay=1;delay_after=0", "delay_after: '0' is not a job id"),
+])
+def test_decode_delay_refuses_naming_key_and_value(comment, message):
+    with pytest.raises(J.JobOptionError, match=message):
+        J.decode_delay(comment)
+
+
+def test_decode_delay_reads_the_lua_comment():
+    assert J.decode_delay("msa:gw_num=1;delay=5;delay_after=41") == {"delay": 5, "delay_after": "41"}
+    assert J.decode_delay("delay=5 by hand") == {} and J.decode_delay(None) == {}
