@@ -66,3 +66,13 @@ def squeue_json(*components, **common):
             job.update(het_job_id=0, het_job_offset=0)
         jobs.append(job)
     return json.dumps(dict(real, jobs=others + jobs))
+
+
+def interfaces_up(*addresses, down=()):
+    """A psgw agent's view of the kernel (``ip -json addr show``): each address on an interface of its own, its link
+    up unless the address is in ``down``; for Agent(..., interfaces=...)."""
+    def read():
+        return [{"ifname": "if%d" % n, "flags": ["UP"] + ([] if a in down else ["LOWER_UP"]),
+                 "operstate": "DOWN" if a in down else "UP", "addr_info": [{"family": "inet", "local": a}]}
+                for n, a in enumerate(addresses)]
+    return read

@@ -16,9 +16,11 @@ ROLES = BUNDLE / "collections/ansible_collections/msa/hpc/roles"
 
 
 def entry_points():
-    tasks = yaml.safe_load((ROLES / "hook_runtime/tasks/main.yml").read_text())
-    task = next(t for t in tasks if t.get("ansible.builtin.template", {}).get("src") == "entry.py.j2")
-    return {item["name"]: item for item in task["loop"]}
+    """The controller's entry points (hook_runtime's defaults) and the node health check's (slurm_healthcheck)."""
+    items = yaml.safe_load((ROLES / "hook_runtime/defaults/main.yml").read_text())["hook_runtime_entry_points"]
+    for role in ("slurm_healthcheck", "slurm_reboot"):
+        items = items + _node_program(role)["hook_runtime_entry_points"]
+    return {item["name"]: item for item in items}
 
 
 def render(item, python_dir):
@@ -34,6 +36,8 @@ def render(item, python_dir):
     ("msa-nam-hook", ["--help"], 0, "bounded by the licences Slurm granted the job"),
     ("msa-hpc-userfile", ["chmod", "1", "/x"], 2, "usage: msa-hpc-userfile check|write|append|remove"),
     ("msa-gw-hook", ["prolog"], 1, "SLURM_JOB_ID is not set"),
+    ("msa-hpc-healthcheck", ["--validate", "/nonexistent/hc.json"], 1, "msa-hpc-healthcheck: /nonexistent/hc.json: "),
+    ("msa-hpc-reboot", ["--validate", "/nonexistent/bmc.json"], 1, "msa-hpc-reboot: /nonexistent/bmc.json: "),
 ])
 def test_entry_points_run_isolated_from_the_collection_directory(tmp_path, name, argv, status, says):
     script = tmp_path / name
@@ -59,11 +63,26 @@ def test_no_hook_unit_or_command_of_the_roles_refers_to_the_stand_ins():
             assert "msa_sim" not in tasks.read_text(), tasks
 
 
-def test_the_installed_module_utils_are_all_the_hooks_import():
+def _node_program(role):
+    """The ``vars`` of the role's include of hook_runtime's code (its module_utils and entry points)."""
+    tasks = yaml.safe_load((ROLES / role / "tasks/main.yml").read_text())
+    return next(t for t in tasks if t.get("ansible.builtin.include_role", {}).get("tasks_from") == "code")["vars"]
+
+
+def _hook_lists():
+    return [(yaml.safe_load((ROLES / "hook_runtime/defaults/main.yml").read_text())["hook_runtime_module_utils"],
+             ["_gw_hooks", "_nam_hooks", "_userfile"]),
+            (_node_program("slurm_healthcheck")["hook_runtime_module_utils"], ["_healthcheck"]),
+            (_node_program("slurm_reboot")["hook_runtime_module_utils"], ["_bmc_reboot"])]
+
+
+@pytest.mark.parametrize("listed, entry_modules", _hook_lists(),
+                         ids=["controller hooks", "node health check", "node reboot program"])
+def test_the_installed_module_utils_are_all_the_entry_points_import(listed, entry_modules):
     import ast
-    listed = set(yaml.safe_load((ROLES / "hook_runtime/defaults/main.yml").read_text())["hook_runtime_module_utils"])
+    listed = set(listed)
     utils = BUNDLE / "collections/ansible_collections/msa/hpc/plugins/module_utils"
-    needed, todo = set(), ["_gw_hooks", "_nam_hooks", "_userfile"]
+    needed, todo = set(), list(entry_modules)
     while todo:
         name = todo.pop()
         if name in needed:

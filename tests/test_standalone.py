@@ -230,7 +230,9 @@ EXPECTED = {
     "mgmt01": ["/etc/slurm/slurm.conf", "/etc/extoll/master.conf", "/etc/extoll/topology.td", "manager.conf",
                "collectagent.conf", "system_overview.json", "/etc/mosquitto/conf.d/msa-dcdb.conf", "prolog",
                "epilog"],
-    "cm01": ["/etc/slurm/slurm.conf", "/etc/hosts", "/etc/dcdb/dcdbpusher.conf"],
+    # configless: a compute node keeps no slurm.conf; its slurmd is pointed at the controller
+    "cm01": ["/etc/default/slurmd", "/etc/hosts", "/etc/dcdb/dcdbpusher.conf", "/etc/msa-hpc/healthcheck.json",
+             "/etc/msa-hpc/bmc.json"],
     "esb01": ["/etc/extoll/slave.conf"],
     "gw01": ["/etc/default/psgw-agent", "/etc/msa-gw"],
     "ipgw01": ["/etc/dcdb/dcdbpusher.conf"],

@@ -14,6 +14,7 @@ import pytest
 
 from msa_sim.psgwd import protocol as proto
 from msa_sim.psgwd.agent import Agent, AgentServer
+from tests.helpers import interfaces_up
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token"
@@ -36,7 +37,8 @@ def agent_env(tmp_path, monkeypatch):
 
     def start():
         agent = Agent("gw01", [("ib", "127.0.0.2"), ("extoll", "127.0.0.3")], str(tmp_path / "state"),
-                      str(tmp_path / "run"))
+                      str(tmp_path / "run"),
+                      interfaces=interfaces_up("127.0.0.2", "127.0.0.3"))
         server = AgentServer(("127.0.0.1", 0), agent, TOKEN)
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
         started.append((agent, server))
@@ -55,7 +57,56 @@ def test_requests_without_the_token_are_refused_but_health_is_open(agent_env):
     assert call(base, "GET", "/v1/jobs", token=None)[0] == 401
     assert call(base, "GET", "/v1/jobs", token="wrong")[0] == 401
     status, body = call(base, "GET", "/v1/health", token=None)
-    assert status == 200 and body["fabrics"] == {"ib": "127.0.0.2", "extoll": "127.0.0.3"}
+    assert status == 200 and body["ok"] is True
+    assert {f: (s["address"], s["up"]) for f, s in body["fabrics"].items()} == {"ib": ("127.0.0.2", True),
+                                                                                "extoll": ("127.0.0.3", True)}
+
+
+# `ip -json addr show` of a gateway: ib0 on InfiniBand, the EXTOLL address on a dummy with two torus ports
+IP_ADDR = [
+    {"ifname": "lo", "flags": ["LOOPBACK", "UP", "LOWER_UP"], "operstate": "UNKNOWN",
+     "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8}]},
+    {"ifname": "ib0", "flags": ["BROADCAST", "UP", "LOWER_UP"], "operstate": "UP",
+     "addr_info": [{"family": "inet", "local": "10.23.0.80", "prefixlen": 24}]},
+    {"ifname": "extoll0", "flags": ["BROADCAST", "NOARP", "UP", "LOWER_UP"], "operstate": "UNKNOWN",
+     "addr_info": [{"family": "inet", "local": "10.24.0.80", "prefixlen": 32}]},
+    {"ifname": "ext0", "flags": ["BROADCAST", "UP", "LOWER_UP"], "operstate": "UP", "addr_info": []},
+    {"ifname": "ext1", "flags": ["BROADCAST", "UP", "LOWER_UP"], "operstate": "UP", "addr_info": []},
+]
+
+
+def _with(name, **changes):
+    return [dict(i, **changes) if i["ifname"] == name else i for i in IP_ADDR]
+
+
+def test_health_reports_each_fabric_link_as_the_kernel_sees_it(tmp_path):
+    view = {"now": IP_ADDR}
+    agent = Agent("gw01", [("ib", "10.23.0.80"), ("extoll", "10.24.0.80")], str(tmp_path / "s"), str(tmp_path / "r"),
+                  ports={"extoll": "ext"}, interfaces=lambda: view["now"])
+    health = agent.health()
+    assert health["ok"] and health["fabrics"]["extoll"]["ports_up"] == ["ext0", "ext1"]
+    assert health["fabrics"]["ib"]["interface"] == "ib0"
+    view["now"] = _with("ib0", flags=["BROADCAST", "UP"], operstate="DOWN")           # cable pulled: no carrier
+    health = agent.health()
+    assert not health["ok"] and health["fabrics"]["ib"] == {
+        "address": "10.23.0.80", "interface": "ib0", "up": False, "reason": "interface ib0 is down"}
+    assert health["fabrics"]["extoll"]["up"]
+    one_port = _with("ext0", flags=["BROADCAST"], operstate="DOWN")                    # one torus port down: still up
+    view["now"] = one_port
+    assert agent.health()["ok"]
+    view["now"] = [dict(i, flags=["BROADCAST"], operstate="DOWN") if i["ifname"] == "ext1" else i for i in one_port]
+    health = agent.health()
+    assert not health["ok"] and health["fabrics"]["extoll"]["reason"] == "no ext* port has its link up (ext0, ext1)"
+    view["now"] = [i for i in IP_ADDR if i["ifname"] != "ib0"]                         # address gone
+    assert agent.health()["fabrics"]["ib"]["reason"] == "no interface holds 10.23.0.80"
+
+
+def test_health_is_not_ok_when_the_interfaces_cannot_be_read(tmp_path):
+    def broken():
+        raise OSError("ip: command not found")
+    agent = Agent("gw01", [("ib", "10.23.0.80")], str(tmp_path / "s"), str(tmp_path / "r"), interfaces=broken)
+    health = agent.health()
+    assert not health["ok"] and "ip: command not found" in health["fabrics"]["ib"]["reason"]
 
 
 def test_start_reports_a_daemon_listening_on_both_fabrics_and_is_idempotent(agent_env):

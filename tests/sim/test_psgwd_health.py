@@ -17,7 +17,7 @@ import pytest
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
 from msa_sim.psgwd import slurm
 from msa_sim.psgwd.agent import Agent, AgentServer
-from tests.helpers import squeue_json
+from tests.helpers import interfaces_up, squeue_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEAD = "http://127.0.0.1:9"  # discard port: nothing listens
@@ -62,7 +62,8 @@ def site(tmp_path, monkeypatch):
     servers, urls = [], []
     for name in ("gw01", "gw02"):
         agent = Agent(name, [("ib", "127.0.0.2"), ("extoll", "127.0.0.3")], str(tmp_path / name),
-                      str(tmp_path / name / "run"))
+                      str(tmp_path / name / "run"),
+                      interfaces=interfaces_up("127.0.0.2", "127.0.0.3"))
         server = AgentServer(("127.0.0.1", 0), agent, "tok")
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
         servers.append((server, agent))

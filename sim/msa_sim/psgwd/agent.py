@@ -4,7 +4,8 @@ from __future__ import annotations
 """psgw-agent: the always-on REST service on a gateway node that starts and stops the per-job psgwd.
 
 API (bearer token on every call but /v1/health):
-  GET    /v1/health            {"ok": true, "gateway": name, "fabrics": {...}, "jobs": n}
+  GET    /v1/health            {"ok": bool, "gateway": name, "fabrics": {name: {"address", "interface", "up", ...}},
+                                "jobs": n}  ok is false when a fabric's link is down (read from the kernel each call)
   GET    /v1/jobs              [daemon, ...]
   POST   /v1/jobs              {"job": "42", "port": 0}  -> 201 daemon (200 if it already runs)
   GET    /v1/jobs/<job>        daemon with live byte counters
@@ -49,14 +50,56 @@ def _alive(pid, job):
     return b"msa_sim.psgwd" in argv and job.encode() in argv
 
 
+def read_interfaces(run=subprocess.run):
+    """The node's interfaces as ``ip -json addr show`` lists them (a list of dicts)."""
+    out = run(["ip", "-json", "addr", "show"], capture_output=True, text=True, timeout=10, check=False)
+    if out.returncode != 0:
+        raise OSError("ip addr show failed: %s" % (out.stderr.strip() or out.returncode))
+    return json.loads(out.stdout or "[]")
+
+
+def _link_up(iface):
+    """An interface carries traffic: administratively up with a carrier (loopback and dummy report UNKNOWN)."""
+    flags = iface.get("flags") or []
+    return "UP" in flags and "LOWER_UP" in flags and iface.get("operstate") in ("UP", "UNKNOWN")
+
+
+def fabric_state(interfaces, address, ports_prefix=None):
+    """Whether this node's link to one fabric is up, from the kernel's interfaces.
+
+    The fabric is up when the interface holding ``address`` is up and, with ``ports_prefix`` (an EXTOLL node keeps
+    its address on a dummy or loopback interface and reaches the torus through point-to-point ports named
+    <prefix><port number>), at least one of those ports has its link up."""
+    holder = next((i for i in interfaces
+                   if any(a.get("local") == address for a in i.get("addr_info") or [])), None)
+    state = {"address": address, "interface": holder["ifname"] if holder else None}
+    if holder is None:
+        return dict(state, up=False, reason="no interface holds %s" % address)
+    if not _link_up(holder):
+        return dict(state, up=False, reason="interface %s is down" % holder["ifname"])
+    if ports_prefix:
+        ports = sorted(i["ifname"] for i in interfaces
+                       if re.fullmatch(re.escape(ports_prefix) + r"\d+", i.get("ifname", "")))
+        live = [p for p in ports if _link_up(next(i for i in interfaces if i["ifname"] == p))]
+        state.update(ports=ports, ports_up=live)
+        if not live:
+            return dict(state, up=False, reason="no %s* port has its link up (%s)" % (ports_prefix, ", ".join(ports) or
+                                                                                       "none exists"))
+    return dict(state, up=True)
+
+
 class Agent:
     """Starts one psgwd per job on this gateway, bound to the gateway's address on every fabric."""
 
-    def __init__(self, name, fabrics, state_dir, run_dir, python=sys.executable, start_timeout=10.0):
+    def __init__(self, name, fabrics, state_dir, run_dir, python=sys.executable, start_timeout=10.0,
+                 ports=None, interfaces=read_interfaces):
         if not fabrics:
             raise ValueError("the agent needs the gateway's address on each fabric (--fabric NAME=ADDR)")
         self.name = name
         self.fabrics = list(fabrics)
+        # fabric name -> prefix of its point-to-point port interfaces (--fabric-ports), and the kernel's view
+        self.ports = dict(ports or {})
+        self.interfaces = interfaces
         self.run_dir = run_dir
         self.python = python
         self.start_timeout = start_timeout
@@ -162,7 +205,16 @@ class Agent:
         return self.describe(rec, with_stats=True)
 
     def health(self):
-        return {"ok": True, "gateway": self.name, "fabrics": dict(self.fabrics), "jobs": len(self.store.all())}
+        """The agent answers, and each fabric's link as the kernel sees it now: ok only when every one is up."""
+        try:
+            interfaces = self.interfaces()
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            fabrics = {f: {"address": a, "up": False, "reason": "interfaces unreadable: %s" % exc}
+                       for f, a in self.fabrics}
+        else:
+            fabrics = {f: fabric_state(interfaces, a, self.ports.get(f)) for f, a in self.fabrics}
+        return {"ok": all(s["up"] for s in fabrics.values()), "gateway": self.name, "fabrics": fabrics,
+                "jobs": len(self.store.all())}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -249,6 +301,8 @@ def main(argv=None):
     ap.add_argument("--listen", default="0.0.0.0:7433", help="management address:port to serve on")
     ap.add_argument("--fabric", action="append", default=[], metavar="NAME=ADDR",
                     help="this gateway's address on one fabric (repeat for each fabric)")
+    ap.add_argument("--fabric-ports", action="append", default=[], metavar="NAME=PREFIX",
+                    help="the fabric is up only while one interface named PREFIX* has its link up (EXTOLL ports)")
     ap.add_argument("--name", default=socket.gethostname().split(".")[0])
     ap.add_argument("--token-file", default="/etc/msa-gw/agent.token")
     ap.add_argument("--insecure-no-auth", action="store_true", help="serve without a token, and without TLS when none is given (tests only)")
@@ -268,9 +322,15 @@ def main(argv=None):
         if not sep or not name or not addr:
             ap.error("--fabric %r is not NAME=ADDR" % item)
         fabrics.append((name, addr))
+    ports = {}
+    for item in args.fabric_ports:
+        name, sep, prefix = item.partition("=")
+        if not sep or name not in dict(fabrics) or not prefix:
+            ap.error("--fabric-ports %r is not NAME=PREFIX of a --fabric" % item)
+        ports[name] = prefix
     try:
         token = None if args.insecure_no_auth else read_token(args.token_file)
-        agent = Agent(args.name, fabrics, args.state_dir, args.run_dir)
+        agent = Agent(args.name, fabrics, args.state_dir, args.run_dir, ports=ports)
         host, _, port = args.listen.rpartition(":")
         server = AgentServer((host.strip("[]"), int(port)), agent, token,
                              tls=(args.tls_cert, args.tls_key) if args.tls_cert else None)

@@ -1,0 +1,279 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Slurm's HealthCheckProgram for an MSA node: run the node's checks, drain on a failure, resume what it drained.
+
+slurmd runs the program (msa-hpc-healthcheck, role msa.hpc.slurm_healthcheck) as root on the node every
+HealthCheckInterval seconds. The checks come from the node's configuration file, generated from the inventory for
+each module: munge works, the file systems are mounted, the listed services (the DCDB Pusher, ...) are active, the
+EXTOLL fabric manager sees every cabled link of the node up, the gateway agent reports both its fabrics up, the
+NAM/GCE manager answers. A failing check drains the node with a reason that starts with REASON_PREFIX and names the
+check; a passing run resumes the node only when that prefix shows the drain was this program's own, so an
+operator's drain is never undone.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+REASON_PREFIX = "msa-health: "
+# Slurm keeps a node's reason in full, but sinfo and operators read the first line: keep it short and readable.
+REASON_MAX = 200
+DEFAULT_CONFIG = "/etc/msa-hpc/healthcheck.json"
+# slurmd runs the program with almost no environment (no PATH): every command by its absolute path.
+COMMANDS = {"munge": "/usr/bin/munge", "unmunge": "/usr/bin/unmunge", "systemctl": "/usr/bin/systemctl",
+            "scontrol": "/usr/bin/scontrol", "sinfo": "/usr/bin/sinfo"}
+
+
+class CheckFailed(Exception):
+    """A check that failed; the message says what was seen (it becomes the drain reason)."""
+
+
+def _run(argv, stdin=None, timeout=20):
+    argv = [COMMANDS.get(argv[0], argv[0])] + list(argv[1:])
+    try:
+        return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CheckFailed("%s: %s" % (os.path.basename(argv[0]), exc)) from exc
+
+
+def printable(text, limit=REASON_MAX):
+    """``text`` as one line of printable characters at most ``limit`` long (it comes from services and the
+    network, and becomes a Slurm node reason that root sets)."""
+    line = " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+# ---------------------------------------------------------------------------------------------------- checks
+def check_munge(run=_run):
+    cred = run(["munge", "--no-input"])
+    if cred.returncode != 0:
+        raise CheckFailed("munge cannot encode a credential (%s)" % (cred.stderr.strip() or cred.returncode))
+    dec = run(["unmunge"], stdin=cred.stdout)
+    if dec.returncode != 0:
+        raise CheckFailed("unmunge refused the node's own credential (%s)" % (dec.stderr.strip() or dec.returncode))
+
+
+def check_mounts(paths, ismount=os.path.ismount):
+    missing = [p for p in paths if not ismount(p)]
+    if missing:
+        raise CheckFailed("not mounted: %s" % ", ".join(missing))
+
+
+def check_services(units, run=_run):
+    down = []
+    for unit in units:
+        state = run(["systemctl", "is-active", unit]).stdout.strip() or "unknown"
+        if state != "active":
+            down.append("%s %s" % (unit, state))
+    if down:
+        raise CheckFailed("service not active: %s" % ", ".join(down))
+
+
+def _int(value, what):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CheckFailed("the fabric manager answered %s %r, not a number" % (what, value))
+    return value
+
+
+def check_extoll(client, node_id):
+    """The fabric manager's own view of this node: present and alive, every cabled port's link up."""
+    node = client.get("nodes/%d" % node_id)
+    if not isinstance(node, dict) or node.get("state") != "up":
+        state = node.get("state") if isinstance(node, dict) else node
+        raise CheckFailed("EXTOLL node %d is %s per the fabric manager" % (node_id, printable(state, 40)))
+    links = client.get("nodes/%d/link" % node_id)
+    if not isinstance(links, list):
+        raise CheckFailed("the fabric manager answered no link list for node %d" % node_id)
+    down = []
+    for link in links:
+        peer = link.get("expected_peer") if isinstance(link, dict) else None
+        if peer is None or link.get("state") == "up":
+            continue    # an uncabled port, or a link that is up
+        down.append("port %d to node %d port %d" % (_int(link.get("port"), "port"), _int(peer.get("id"), "peer id"),
+                                                    _int(peer.get("port"), "peer port")))
+    if down:
+        raise CheckFailed("EXTOLL link down per the fabric manager: %s" % ", ".join(down))
+
+
+def check_gateway(client):
+    """The gateway agent answers and reports each of its (two) fabrics' links up."""
+    health = client.get("v1/health")
+    fabrics = health.get("fabrics") if isinstance(health, dict) else None
+    if not isinstance(fabrics, dict):
+        raise CheckFailed("gateway agent answered no fabric states: %s" % printable(json.dumps(health), 80))
+    down = sorted("%s (%s)" % (name, printable(state.get("reason", "down") if isinstance(state, dict) else "down", 60))
+                  for name, state in fabrics.items() if not (isinstance(state, dict) and state.get("up") is True))
+    if down:
+        raise CheckFailed("gateway fabric down: %s" % ", ".join(down))
+    if len(fabrics) < 2:
+        raise CheckFailed("gateway agent reports %d fabric(s), a gateway bridges two" % len(fabrics))
+    if health.get("ok") is not True:
+        raise CheckFailed("gateway agent reports not ok")
+
+
+def check_manager(client, name):
+    health = client.get("health")
+    if not isinstance(health, dict) or health.get("ok") is not True:
+        raise CheckFailed("%s manager answers not ok: %s" % (name, printable(json.dumps(health), 80)))
+
+
+# ---------------------------------------------------------------------------------------------------- decision
+def run_checks(checks):
+    """[(name, callable)] -> [(name, detail)] of the failed ones, each check run even when an earlier one failed."""
+    failed = []
+    for name, func in checks:
+        try:
+            func()
+        except CheckFailed as exc:
+            failed.append((name, str(exc)))
+        except Exception as exc:  # a check that cannot run (service unreachable, TLS) is a failed check, said so
+            failed.append((name, "%s: %s" % (type(exc).__name__, exc)))
+    return failed
+
+
+def decide(state, reason, failed):
+    """What to do with a node in Slurm ``state`` with drain ``reason``, given the failed checks.
+
+    Returns ("drain", reason), ("resume", None) or (None, None). A node drained by someone else stays as it is;
+    a node this program drained is drained again when the failure changed (so the reason stays true) and resumed
+    when every check passes."""
+    ours = (reason or "").startswith(REASON_PREFIX)
+    drained = "DRAIN" in (state or "").upper()
+    if failed:
+        text = printable(REASON_PREFIX + "; ".join("%s: %s" % f for f in failed))
+        if drained and (not ours or reason == text):
+            return None, None
+        return "drain", text
+    if drained and ours:
+        return "resume", None
+    return None, None
+
+
+def node_state(node, run=_run):
+    """(state, reason) of ``node`` from ``sinfo --json`` (22.05's scontrol has no --json; sinfo lists every node)."""
+    out = run(["sinfo", "--json", "--nodes", node])
+    if out.returncode != 0:
+        raise CheckFailed("sinfo --nodes %s: %s" % (node, out.stderr.strip() or out.returncode))
+    try:
+        nodes = json.loads(out.stdout)["nodes"]
+        record = next(n for n in nodes if n.get("name") == node)
+    except (ValueError, KeyError, TypeError, StopIteration):
+        raise CheckFailed("sinfo --nodes %s: no record of the node in its answer" % node) from None
+    state = record.get("state", "")
+    flags = record.get("state_flags") or []
+    state = "+".join([str(state).upper()] + [str(f).upper() for f in flags])
+    return state, record.get("reason") or ""
+
+
+def apply(node, action, reason, run=_run):
+    if action == "drain":
+        argv = ["scontrol", "update", "nodename=" + node, "state=drain", "reason=" + reason]
+    elif action == "resume":
+        argv = ["scontrol", "update", "nodename=" + node, "state=resume"]
+    else:
+        return
+    out = run(argv)
+    if out.returncode != 0:
+        raise CheckFailed("scontrol update nodename=%s state=%s: %s" % (node, action, out.stderr.strip()))
+
+
+# ---------------------------------------------------------------------------------------------------- wiring
+def checks_from_config(config, clients, run=_run, ismount=os.path.ismount):
+    """The node's checks from its configuration; ``clients`` maps "extoll", "gateway" and each manager's name to
+    its REST client."""
+    checks = [("munge", lambda: check_munge(run=run))]
+    if config.get("mounts"):
+        checks.append(("mounts", lambda: check_mounts(config["mounts"], ismount)))
+    if config.get("services"):
+        checks.append(("services", lambda: check_services(config["services"], run=run)))
+    if "extoll" in clients:
+        checks.append(("extoll", lambda: check_extoll(clients["extoll"], config["extoll"]["node_id"])))
+    if "gateway" in clients:
+        checks.append(("gateway", lambda: check_gateway(clients["gateway"])))
+    for name in sorted(config.get("managers") or {}):
+        checks.append((name, lambda n=name: check_manager(clients[n], n)))
+    return checks
+
+
+def validate_config(config):
+    """Refuse a configuration file whose fields a root process would misuse; name the field and the value."""
+    if not isinstance(config, dict):
+        raise ValueError("the configuration is not a JSON object")
+    node = config.get("node")
+    if not isinstance(node, str) or not node or not all(c.isalnum() or c in "-_." for c in node):
+        raise ValueError("node: %r is not a Slurm node name" % (node,))
+    for key in ("mounts", "services"):
+        value = config.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ValueError("%s: %r is not a list of names" % (key, value))
+    if any(not m.startswith("/") for m in config.get("mounts", [])):
+        raise ValueError("mounts: %r holds a path that is not absolute" % (config["mounts"],))
+    if any(s.startswith("-") for s in config.get("services", [])):
+        raise ValueError("services: %r holds a name that starts with '-'" % (config["services"],))
+    apis = dict(config.get("managers") or {})
+    for key in ("extoll", "gateway"):
+        if config.get(key) is not None:
+            apis[key] = config[key]
+    for key, spec in apis.items():
+        if not isinstance(spec, dict) or not isinstance(spec.get("url"), str):
+            raise ValueError("%s: %r has no url" % (key, spec))
+    extoll = config.get("extoll")
+    if extoll is not None and (isinstance(extoll.get("node_id"), bool) or not isinstance(extoll.get("node_id"), int)):
+        raise ValueError("extoll.node_id: %r is not a number" % (extoll.get("node_id"),))
+    return apis
+
+
+def default_client(spec):
+    from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient
+    token = None
+    if spec.get("token_file"):
+        with open(spec["token_file"], encoding="utf-8") as fh:
+            token = fh.read().strip()
+    return RestClient(spec["url"], token=token, ca_path=spec.get("ca") or None, timeout=float(spec.get("timeout", 10)),
+                      retries=1)
+
+
+def main(argv=None, make_client=default_client, run=_run, ismount=os.path.ismount, err=sys.stderr):
+    """HealthCheckProgram entry point: msa-hpc-healthcheck [--validate] [CONFIG]. Exits 0 unless the program itself
+    cannot run (slurmd logs a non-zero exit; the node's state is what the checks decided). ``--validate`` only reads
+    and checks the configuration file (the role's ``validate:`` before it installs one)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    only_validate = argv[:1] == ["--validate"]
+    argv = argv[1:] if only_validate else argv
+    path = argv[0] if argv else DEFAULT_CONFIG
+    try:
+        with open(path, encoding="utf-8") as fh:
+            config = json.load(fh)
+        apis = validate_config(config)
+        if only_validate:
+            return 0
+        clients = {}
+        for name, spec in apis.items():
+            try:
+                clients[name] = make_client(spec)
+            except Exception as exc:  # a token file or CA that cannot be read is this check's failure
+                clients[name] = _Broken("%s: %s" % (type(exc).__name__, exc))
+        failed = run_checks(checks_from_config(config, clients, run, ismount))
+        state, reason = node_state(config["node"], run)
+        action, text = decide(state, reason, failed)
+        apply(config["node"], action, text, run)
+    except (OSError, ValueError, CheckFailed) as exc:
+        err.write("msa-hpc-healthcheck: %s: %s\n" % (path, exc))
+        return 1
+    for name, detail in failed:
+        err.write("msa-hpc-healthcheck: %s: %s\n" % (name, detail))
+    if action:
+        err.write("msa-hpc-healthcheck: %s %s%s\n" % (action, config["node"], (": " + text) if text else ""))
+    return 0
+
+
+class _Broken:
+    """The client of an API whose settings could not be read: every call fails with why."""
+
+    def __init__(self, why):
+        self.why = why
+
+    def get(self, _path):
+        raise CheckFailed("client not usable: %s" % self.why)
