@@ -42,9 +42,9 @@ ee: setup         ## build the execution environment image (ansible-builder, on 
 runner:           ## site.yml (or PLAYBOOK=..., TAGS=...) through ansible-runner in the EE container, as AWX runs it: make runner SYSTEM=dev4
 	MSA_RUNNER_TAGS=$(TAGS) bash scripts/runner.sh $(SYSTEM) $(or $(PLAYBOOK),playbooks/site.yml) $(SITE)
 
-unit: setup       ## unit and integration tests that need no simulated system
+unit: setup       ## unit and integration tests that need no simulated system (two pytest-xdist workers, each file on one: a module fixture runs once)
 	$(STEP) "pytest"
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: setup       ## ansible-lint (production profile), ansible-test sanity and units of the collection
 	$(STEP) "ansible-lint (production profile, .ansible-lint)"
@@ -52,7 +52,7 @@ lint: setup       ## ansible-lint (production profile), ansible-test sanity and 
 	MSA_VENV=$(VENV) bash scripts/sanity.sh
 	MSA_VENV=$(VENV) bash scripts/units.sh
 
-molecule: setup ee ## build the simulated system, converge, idempotence, verify (verify_fabric runs site.yml through ansible-runner in the EE), destroy
+molecule: setup ee ## build the simulated system, converge, verify (verify_fabric re-runs site.yml through ansible-runner in the EE: changed=0 is the idempotence check), destroy
 	$(STEP) "molecule test (default scenario: $(SYSTEM))"
 	$(BIN)/molecule test -s default
 	bash scripts/check_clean.sh $(SYSTEM)
