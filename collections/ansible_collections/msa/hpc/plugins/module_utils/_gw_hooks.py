@@ -12,8 +12,9 @@ epilog stops the daemons, frees the gateways and removes the routing file when `
 exits 0. A workflow's delayed part (``--delay`` with ``--dependency=after:<leader>``, comment ``delay_after``) joins
 the routing file of its leader when it starts: the routes of every pair with one of its nodes, through the leader's
 gateways and strategy, are appended to that file as the user (the leader's own lines stay as they are, since its
-job is running on them); its epilog writes the file again without them. ``health`` probes the idle gateways' agents and holds the licences of those no job may be given in the
-licence-only reservation ``msa_gw_down``, so Slurm starts no job the live gateways cannot serve.
+job is running on them); its epilog writes the file again without them. ``health`` probes the idle gateways' agents
+and holds the licences of those no job may be given in the licence-only reservation ``msa_gw_down``, so Slurm
+starts no job the live gateways cannot serve.
 """
 from __future__ import annotations
 
