@@ -31,7 +31,7 @@ description:
     gets from job_submit.lua, and Slurm starts it in whichever partition can start it first. When they differ in shape
     (nodes, time, command, ...), Slurm is asked when each would start (C(sbatch --test-only)); the one with the
     lowest expected slowdown, (expected wait + requested time) / requested time, is submitted, ties going to the
-    shorter request (fewer node-minutes). Each alternative then needs a finite O(module_list[].time). The result's
+    shorter request (fewer node-minutes). Each alternative then needs a finite C(time). The result's
     RV(estimates) and RV(winner) say which was chosen and why.
   - Idempotent by job name and user. O(state=present) does not submit when a job of this name is pending or
     running for the user; O(state=absent) cancels every such job.
