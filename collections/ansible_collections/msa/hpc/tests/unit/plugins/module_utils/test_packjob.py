@@ -202,6 +202,9 @@ def test_parse_test_only_reads_slurms_estimate(text, fields):
 
 
 @pytest.mark.parametrize("text, says", [
+    # what sbatch 22.05 printed on dev2 for -p cm -N 9 (the partition has 2 nodes), exit 1
+    ("allocation failure: Requested node configuration is not available\n",
+     "allocation failure: Requested node configuration is not available"),
     ("sbatch: error: Batch job submission failed: Requested node configuration is not available\n",
      "Requested node configuration is not available"),
     ("srun: error: Unable to allocate resources: Requested time limit is invalid (missing or exceeds some limit)",
