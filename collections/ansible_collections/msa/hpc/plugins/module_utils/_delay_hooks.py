@@ -35,7 +35,8 @@ RESERVATION_PREFIX = "msa_delay_"
 SHIFT_SECONDS = 60          # Algorithm 2: try the next minute when the nodes are taken at the asked time
 SHIFT_TRIES = 60            # ... for an hour at most
 MAX_MINUTES = 525600        # a year, the largest --delay and the longest reservation
-_DEPENDENCY = re.compile(r"^after:([1-9][0-9]{0,9})\+([0-9]{1,6})(?:\([a-z]+\))?$")
+# after:<leader>+<minutes>, or after:<leader> for --delay=0 (Slurm refuses a +0)
+_DEPENDENCY = re.compile(r"^after:([1-9][0-9]{0,9})(?:\+([0-9]{1,6}))?(?:\([a-z]+\))?$")
 _ENDED = ("CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
 
 
@@ -83,8 +84,8 @@ def delayed_jobs(jobs, leader):
         if rec is None or rec["delay_after"] != leader["job_id"] or rec["state"] != "PENDING":
             continue
         m = _DEPENDENCY.match(rec["dependency"])
-        if rec["user"] != leader["user"] or not m or (m.group(1), int(m.group(2))) != (leader["job_id"],
-                                                                                       rec["delay"]):
+        if rec["user"] != leader["user"] or not m or (m.group(1), int(m.group(2) or 0)) != (leader["job_id"],
+                                                                                            rec["delay"]):
             refused.append("job %s: comment delay=%s;delay_after=%s but user %s, dependency %r (not %s's "
                            "after:%s+%s)" % (rec["job_id"], rec["delay"], rec["delay_after"], rec["user"],
                                              rec["dependency"], leader["user"], leader["job_id"], rec["delay"]))

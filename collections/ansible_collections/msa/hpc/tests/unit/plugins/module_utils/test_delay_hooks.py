@@ -30,7 +30,7 @@ def job(job_id, **fields):
 
 def delayed(job_id, leader, minutes=1, **fields):
     base = {"partition": "dam", "comment": "msa:delay=%d;delay_after=%s" % (minutes, leader),
-            "dependency": "after:%s+%d(unfulfilled)" % (leader, minutes)}
+            "dependency": "after:%s%s(unfulfilled)" % (leader, "+%d" % minutes if minutes else "")}
     base.update(fields)
     return job(job_id, **base)
 
@@ -92,6 +92,15 @@ def test_the_leaders_start_reserves_the_delayed_jobs_nodes_for_start_plus_delay_
                       "Licenses=gateway:1"]
     assert slurm.made("update") == [["scontrol", "update", "JobId=42", "ReservationName=msa_delay_42"]]
     assert "job 42: 2 node(s) of dam reserved as msa_delay_42 from " + start in out
+
+
+def test_a_part_without_delay_has_slurms_plain_after_and_is_reserved_from_the_leaders_start():
+    slurm = FakeSlurm([job(41, job_state="RUNNING", start_time=NOW - 5, nodes="cm01"), delayed(42, 41, 0)])
+    rc, out, err = run("prolog", "41", slurm)
+    assert (rc, err) == (0, "")
+    (create,) = slurm.made("create")
+    # its start time (the leader's) has come: the nodes are reserved from now, for the part to start at once
+    assert create[3:5] == ["ReservationName=msa_delay_42", "StartTime=now"], create
 
 
 def test_nodes_taken_at_the_asked_time_shift_the_reservation_a_minute_at_a_time():
