@@ -294,10 +294,25 @@ def sweep(env, opts, out, run=subprocess.run):
     found = delay_reservations(proc.stdout if proc.returncode == 0 else "")
     if not found:   # the common case: no squeue call
         return 0
-    for job_id in stale(found, read_all(opts, run)):
+    jobs = read_all(opts, run)
+    for job_id in stale(found, jobs):
         rc, why = _scontrol([opts.scontrol, "delete", "reservation", found[job_id]], run)
         out.write("delay: job %s has ended or is gone: reservation %s %s\n" % (
             job_id, found[job_id], "removed" if rc == 0 else "not removed: %s" % why))
+    # A reserved part still pending whose leader was cancelled: the leader's EpilogSlurmctld cancels it, this is the
+    # backstop for an epilog that did not run to the end (a controller takeover kills the scripts it ran, slurmdbd
+    # can record the end after the epilog's last look)
+    for job in jobs:
+        try:
+            rec = delayed_record(job) if isinstance(job, dict) else None
+        except (DelayError, J.JobOptionError, S.JobRecordError):
+            continue
+        if rec is None or rec["job_id"] not in found or rec["state"] != "PENDING":
+            continue
+        why = leader_gone(jobs, rec, opts, run)
+        if why:
+            cancel(rec["job_id"], why, opts, out, run)
+            _scontrol([opts.scontrol, "delete", "reservation", found[rec["job_id"]]], run)
     return 0
 
 
