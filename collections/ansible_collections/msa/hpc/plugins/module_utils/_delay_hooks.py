@@ -14,7 +14,9 @@ prolog; the epilog of a leader that did not complete (cancelled, failed, timed o
 squeue says COMPLETING while the epilog runs) cancels its delayed jobs; the epilog of a delayed job removes its
 reservation (``PURGE_COMP`` removes it too once it is idle). A delayed job cancelled while it pends gets no
 EpilogSlurmctld (Slurm runs it only for a job that had nodes), so ``sweep``, run every few seconds by a systemd timer
-on the controller, removes every ``msa_delay_<job>`` reservation whose job has ended or is gone. Every value read from a job is validated
+on the controller, removes every ``msa_delay_<job>`` reservation whose job has ended or is gone, and cancels a reserved
+part still pending whose leader was cancelled (the backstop for a leader's epilog that did not do it). Every value
+read from a job is validated
 (module_utils/_slurm_job) before it goes into an scontrol command line, which is run without a shell. The hook never
 fails a job start: a reservation that cannot be made is one log line, and the job starts when Slurm can place it.
 """
@@ -176,6 +178,12 @@ def cancel(job_id, why, opts, out, run=subprocess.run):
     out.write("delay: job %s cancelled: %s%s\n" % (job_id, why, "" if rc == 0 else " (scancel: %s)" % text))
 
 
+def cancel_part(job_id, why, opts, out, run=subprocess.run):
+    """Cancel a delayed part whose leader ended, and remove its reservation."""
+    cancel(job_id, why, opts, out, run)
+    _scontrol([opts.scontrol, "delete", "reservation", reservation_name(job_id)], run)
+
+
 def end_state(jobs, job_id, opts, run=subprocess.run, sleep=time.sleep):
     """The state of job ``job_id``: squeue's, unless the job is COMPLETING (what squeue says while EpilogSlurmctld
     runs, whatever the job ended as) or no longer held by slurmctld; then accounting's (sacct), asked a few times
@@ -261,8 +269,7 @@ def epilog(env, opts, out, run=subprocess.run):
     if state not in _ENDED:
         return 0
     for rec in waiting:
-        cancel(rec["job_id"], "its leader %s ended %s" % (job_id, state), opts, out, run)
-        _scontrol([opts.scontrol, "delete", "reservation", reservation_name(rec["job_id"])], run)
+        cancel_part(rec["job_id"], "its leader %s ended %s" % (job_id, state), opts, out, run)
     return 0
 
 
@@ -311,8 +318,7 @@ def sweep(env, opts, out, run=subprocess.run):
             continue
         why = leader_gone(jobs, rec, opts, run)
         if why:
-            cancel(rec["job_id"], why, opts, out, run)
-            _scontrol([opts.scontrol, "delete", "reservation", found[rec["job_id"]]], run)
+            cancel_part(rec["job_id"], why, opts, out, run)
     return 0
 
 
