@@ -393,6 +393,26 @@ class Store:
                     self._free(db, alloc)
             return allocs
 
+    def end_job(self, job, user=None):
+        """A job ended: free its volatile allocations; keep its non-volatile ones for their owner (no job any more),
+        so the owner's next job finds their data. ``(freed, kept)``."""
+        with self.tx() as db:
+            allocs = [self._allocation(db, r[0]) for r in db.execute(
+                "SELECT id FROM allocations WHERE job=? ORDER BY id", (str(job),)).fetchall()]
+            if user is not None:
+                foreign = [a["id"] for a in allocs if a["owner"] != user]
+                if foreign:
+                    raise StoreError(403, "not_owner", "allocations %s are not owned by %s"
+                                     % (", ".join(map(str, foreign)), user), ids=foreign)
+            freed = [a for a in allocs if a["volatile"]]
+            kept = [a for a in allocs if not a["volatile"]]
+            for alloc in freed:
+                self._free(db, alloc)
+            for alloc in kept:
+                db.execute("DELETE FROM attachments WHERE alloc_id=?", (alloc["id"],))
+                db.execute("UPDATE allocations SET job=NULL WHERE id=?", (alloc["id"],))
+            return freed, kept
+
     def attach(self, alloc_id, node, vpid, user=None):
         """Enter (node, vpid) in the AAT of the allocation's board; ``(attachment, created)``."""
         with self.tx() as db:
