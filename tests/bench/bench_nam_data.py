@@ -66,7 +66,10 @@ def main():
     finally:
         system.stop()
         shutil.rmtree(work, ignore_errors=True)
-    rate = lambda t: size / t / (1 << 20)  # noqa: E731
+
+    def rate(seconds):
+        return size / seconds / (1 << 20)
+
     print("NAM put  %8.1f MiB/s  (%d MiB, median of %d)" % (rate(put), args.mib, args.rounds))
     print("NAM get  %8.1f MiB/s" % rate(get))
     print("memcpy   %8.1f MiB/s  (bytearray[:] = memoryview)" % rate(copy))

@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """CLI of the NAM/GCE manager: ``python3 -m msa_sim.nammgr serve|check|hash-password``."""
+from __future__ import annotations
 
 import argparse
 import getpass

@@ -1,6 +1,4 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """REST API of the NAM/GCE manager (JSON over HTTP/1.1; basic auth or a bearer token on all but /health).
 
   GET    /health                                  {"ok": true, "schema_version": 1, ...}   (no auth)
@@ -34,6 +32,7 @@ Errors answer ``{"error": {"code": ..., "message": ...}}`` with 400, 401, 403, 4
 A job token (a principal with ``job`` set, for the owner, role user) reaches only the routes marked ``job_ok``:
 the owner's own allocations (read, attach, access) and communicators (create for the job, read, access, release).
 """
+from __future__ import annotations
 
 import base64
 import binascii

@@ -1,6 +1,4 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """Users of the manager (/etc/nam-manager/users.conf: ``name:role:pbkdf2 hash``) and signed bearer tokens.
 
 A line of users.conf reads ``alice:user:pbkdf2_sha256$200000$<salt>$<base64 digest>``; roles are ``user``
@@ -8,6 +6,7 @@ A line of users.conf reads ``alice:user:pbkdf2_sha256$200000$<salt>$<base64 dige
 and free orphans). ``python3 -m msa_sim.nammgr hash-password`` prints a hash. The file is re-read when it
 changes, so removing a user also revokes that user's tokens.
 """
+from __future__ import annotations
 
 import base64
 import hashlib

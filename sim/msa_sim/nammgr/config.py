@@ -1,6 +1,4 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """Reads /etc/nam-manager/manager.conf (INI): the listener, state directory, credentials and every NAM/GCE board.
 
     [manager]
@@ -30,6 +28,7 @@ from __future__ import annotations
     node_id = 130
     data_url = https://10.3.0.10:8790
 """
+from __future__ import annotations
 
 import configparser
 import os

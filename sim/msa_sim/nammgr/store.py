@@ -1,6 +1,4 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """The manager's SQL state (SQLite, WAL): NAM pools, free segments, allocations, the AAT and GCE communicators.
 
 Every mutation is one ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction, so a crash at any moment leaves either
@@ -12,6 +10,7 @@ name and offset) and splits it; free returns the bytes and merges them with the 
 free segments of a pool are ever adjacent. Allocations without ``reserved`` count against the pool's
 capacity minus its administrator reserve.
 """
+from __future__ import annotations
 
 import contextlib
 import json

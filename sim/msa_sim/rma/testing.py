@@ -48,9 +48,8 @@ class Process:
         self.log = os.path.join(workdir, name + ".log")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "sim"), os.path.join(ROOT, "collections")]))
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m"] + argv + ["--ready-file", ready, "--log-level",
-                                                                         "WARNING"],
-                                         env=env, stdout=subprocess.DEVNULL, stderr=log)
+            command = [sys.executable, "-m"] + argv + ["--ready-file", ready, "--log-level", "WARNING"]
+            self.proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 30
         while not os.path.exists(ready):
             if self.proc.poll() is not None or time.monotonic() > deadline:

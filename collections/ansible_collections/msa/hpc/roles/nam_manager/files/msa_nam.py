@@ -142,8 +142,8 @@ class Manager:
 
     def call(self, method, path, body=None, ok=(200, 201)):
         data = json.dumps(body).encode() if body is not None else None
-        status, raw = self.conn.call(method, path, data, {"Authorization": "Bearer " + self.token,
-                                                         "Content-Type": "application/json"})
+        headers = {"Authorization": "Bearer " + self.token, "Content-Type": "application/json"}
+        status, raw = self.conn.call(method, path, data, headers)
         if status not in ok:
             raise error_of(status, raw, "%s %s" % (method, path))
         return json.loads(raw) if raw else {}
