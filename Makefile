@@ -52,7 +52,7 @@ lint: setup       ## ansible-lint (production profile), ansible-test sanity and 
 	MSA_VENV=$(VENV) bash scripts/sanity.sh
 	MSA_VENV=$(VENV) bash scripts/units.sh
 
-molecule: setup ee ## build the simulated system, converge, idempotence, verify (verify_fabric runs site.yml through ansible-runner in the EE), destroy
+molecule: setup ee ## build the simulated system, converge, verify (verify_fabric re-runs site.yml through ansible-runner in the EE: changed=0 is the idempotence check), destroy
 	$(STEP) "molecule test (default scenario: $(SYSTEM))"
 	$(BIN)/molecule test -s default
 	bash scripts/check_clean.sh $(SYSTEM)
