@@ -86,8 +86,9 @@ class Gce:
         self.board = self.manager = self.access = None
         self.unusable = None        # why the whole communicator runs in software
         info = None
+        hosts = comm.allgather(socket.gethostname())     # the members' nodes, in rank order
         if self.rank == 0:
-            info = self._create(name, manager, kw)
+            info = self._create(hosts, name, manager, kw)
         info = comm.bcast(info, root=0)
         if "fallback" in info:
             self.unusable = info["fallback"]
@@ -97,14 +98,13 @@ class Gce:
             self._auth = {"Authorization": "Capability " + self.access["capability"],
                           "Content-Type": "application/octet-stream"}
 
-    def _create(self, name, manager, kw):
+    def _create(self, hosts, name, manager, kw):
         if self.size > MAX_PROCESSES_PER_COMMUNICATOR:
             return {"fallback": "%d ranks exceed the GCE limit of %d processes per communicator"
                                 % (self.size, MAX_PROCESSES_PER_COMMUNICATOR)}
         try:
             self.manager = manager or Manager(**kw)
-            host = socket.gethostname()
-            body = {"members": [{"node": host, "vpid": r} for r in range(self.size)]}
+            body = {"members": [{"node": host, "vpid": rank} for rank, host in enumerate(hosts)]}
             if name:
                 body["name"] = name
             comm = self.manager.call("POST", "/gce/communicators", body)
