@@ -42,9 +42,9 @@ ee: setup         ## build the execution environment image (ansible-builder, on 
 runner:           ## site.yml (or PLAYBOOK=..., TAGS=...) through ansible-runner in the EE container, as AWX runs it: make runner SYSTEM=dev4
 	MSA_RUNNER_TAGS=$(TAGS) bash scripts/runner.sh $(SYSTEM) $(or $(PLAYBOOK),playbooks/site.yml) $(SITE)
 
-unit: setup       ## unit and integration tests that need no simulated system
+unit: setup       ## unit and integration tests that need no simulated system (two pytest-xdist workers, each file on one: a module fixture runs once)
 	$(STEP) "pytest"
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: setup       ## ansible-lint (production profile), ansible-test sanity and units of the collection
 	$(STEP) "ansible-lint (production profile, .ansible-lint)"

@@ -138,7 +138,10 @@ def standalone(tmp_path_factory):
     # the site's layer names its own TLS files (deep_est's layer names paths of its PKI that this machine lacks)
     (local / "all.yml").write_text(yaml.safe_dump(dict({
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-        "udocker_wheel_sha256": checksum, "msa_hardware": SITE_WIDE_HARDWARE}, **site_tls(base / "pki"))))
+        "udocker_wheel_sha256": checksum, "msa_hardware": SITE_WIDE_HARDWARE,
+        # and its BMCs, which Slurm's RebootProgram reaches (the bundle's simulated BMCs are not there)
+        "msa_bmc_endpoint": "https://{{ inventory_hostname }}-bmc.site.example", "msa_bmc_username": "slurm-reboot",
+        "msa_bmc_password": "site-secret"}, **site_tls(base / "pki"))))
     # site.yml and the validation it imports: plays of the collection's roles only.
     for name in ("site.yml", "validate.yml"):
         shutil.copy(BUNDLE / "playbooks" / name, play / name)

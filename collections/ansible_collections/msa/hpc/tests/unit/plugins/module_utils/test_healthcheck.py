@@ -29,7 +29,7 @@ class FakeClient:
         return value
 
 
-# what the EMP master answers for nodes/3 and nodes/3/link (sim/msa_sim/emp/engine.py node, node_links)
+# what the EMP master answers for nodes/3 and nodes/3/link (the fabric manager API of docs/architecture.md)
 NODE3 = {"id": 3, "guid": "0x3", "type": "Tourmalet", "address": "10.24.0.42", "state": "up", "routes_version": 4}
 LINKS3 = [{"port": 0, "state": "up", "peer": {"id": 2, "port": 1}, "expected_peer": {"id": 2, "port": 1}},
           {"port": 1, "state": "up", "peer": {"id": 4, "port": 0}, "expected_peer": {"id": 4, "port": 0}},
