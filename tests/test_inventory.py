@@ -30,7 +30,10 @@ def inventory_host(host, *layers):
 
 def test_mini_expands_to_every_module_with_fabric_addresses():
     model = expand(mini())
-    assert len(model["hosts"]) == 16
+    assert len(model["hosts"]) == 17
+    # two management nodes: both Slurm controllers, the first alone runs the services there is one of
+    assert model["groups"]["msa_management"] == ["mgmt01", "mgmt02"]
+    assert model["groups"]["msa_management_primary"] == ["mgmt01"]
     assert model["groups"]["esb"] == ["esb01", "esb02", "esb03", "esb04"]
     assert model["hosts"]["cm01"]["msa_addresses"] == {"mgmt": "10.42.0.21", "ib": "10.43.0.21"}
     assert model["hosts"]["gw02"]["msa_addresses"]["extoll"] == "10.44.0.82"

@@ -138,6 +138,11 @@ def test_lua_delay_after_another_job_uses_slurms_after_plus_minutes():
     assert J.decode_delay(out["comment"]) == {"delay": 1, "delay_after": "41"}
 
 
+def test_lua_delay_zero_after_another_job_is_slurms_plain_after():
+    out = translate({"DELAY": "0"}, partition="dam", dependency="after:41")
+    assert out["dependency"] == "after:41" and J.decode_delay(out["comment"]) == {"delay": 0, "delay_after": "41"}
+
+
 def test_lua_delay_after_another_job_takes_the_default_partition():
     out = translate({"DELAY": "1"}, dependency="after:41")
     assert out["rc"] == "translated" and J.decode_delay(out["comment"])["delay_after"] == "41"

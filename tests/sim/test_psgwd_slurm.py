@@ -292,3 +292,46 @@ def test_bad_records_from_slurm_end_in_one_line_not_a_traceback(site):
     err = io.StringIO()
     assert slurm.main(["prolog"] + site.argv, env={"SLURM_JOB_ID": "../1"}, out=out, err=err) == slurm.REQUEUE
     assert "SLURM_JOB_ID: '../1' is not a Slurm job id" in err.getvalue()
+
+
+def _with_delayed_part(site, comment="msa:delay=1;delay_after=200", uid=UID, nodes="dam[01-02]", job_id=300):
+    """The leader hetjob 200 and its delayed part (its own job on DAM, the booster side) in squeue's answer."""
+    data = json.loads(squeue_text(site.workdir, comment="gw_file=routes.txt"))
+    part = dict(next(j for j in data["jobs"] if j["job_id"] == 200), job_id=job_id, het_job_id=0, het_job_offset=0,
+                partition="dam", nodes=nodes, licenses="", comment=comment, user_id=uid,
+                user_name=pwd.getpwuid(uid).pw_name if uid == UID else "alice")
+    data["jobs"].append(part)
+    site.record.write_text(json.dumps(data))
+
+
+def test_a_delayed_part_joins_its_leaders_routing_file_when_it_starts_and_leaves_at_its_end(site, as_slurm_user):
+    _with_delayed_part(site)
+    assert run(site, "prolog")[0] == 0
+    route = site.workdir / "routes.txt"
+    before = route.read_bytes()
+    code, out = run(site, "prolog", job="300")
+    assert code == 0, out
+    after = route.read_bytes()
+    assert after.startswith(before)   # the running leader's routes stay as they are
+    table = R.read_routing_file(str(route))
+    assert sorted(table.boosters) == ["booster01", "booster02", "booster03", "dam01", "dam02"]
+    assert {(c, b) for _g, c, b in table.routes() if b.startswith("dam")} == {
+        (c, b) for c in ("cluster01", "cluster02") for b in ("dam01", "dam02")}
+    assert {g for g, _c, b in table.routes() if b.startswith("dam")} <= set(table.gateways)
+    assert "4 routes of its nodes dam01 dam02 added to %s" % route in out
+    assert "append 200 %s gw_file" % route in as_slurm_user.read_text()   # written as the leader's user
+    code, out = run(site, "epilog", job="300")
+    assert code == 0 and route.read_bytes() == before, out
+    assert run(site, "epilog", job="300")[1] == ""   # once only
+
+
+def test_a_delayed_part_of_another_user_or_without_a_leader_with_gateways_changes_no_routing_file(site):
+    _with_delayed_part(site, uid=0 if UID else 1)
+    assert run(site, "prolog")[0] == 0
+    route = site.workdir / "routes.txt"
+    before = route.read_bytes()
+    code, out = run(site, "prolog", job="300")
+    assert code == 0 and route.read_bytes() == before
+    assert "job 300 not added to the routing file of its leader 200: its leader 200 belongs to" in out
+    _with_delayed_part(site, comment="msa:delay=1;delay_after=250")   # a leader that holds no gateways
+    assert run(site, "prolog", job="300") == (0, "")

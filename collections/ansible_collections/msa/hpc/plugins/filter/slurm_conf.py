@@ -2,12 +2,13 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
-"""Filters msa.hpc.slurm_nodes_conf, slurm_conf_problems and slurm_node_records for the slurm.conf templates."""
+"""Filters msa.hpc.slurm_nodes_conf, slurm_conf_problems, slurm_node_records, slurm_controllers and
+slurm_conf_server for the slurm.conf templates."""
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import (
-    SlurmConfError, node_records, problems, render)
+    SlurmConfError, conf_server, controllers, node_records, problems, render)
 
 
 def slurm_nodes_conf(data):
@@ -28,9 +29,26 @@ def slurm_node_records(hosts, hostvars, modules=None, management_fabric="mgmt"):
     return node_records(list(hosts), hostvars, modules or {}, management_fabric)
 
 
+def slurm_controllers(primary, backup="", candidates=None):
+    """The SlurmctldHost hosts, primary first, after checking the backup controller named."""
+    try:
+        return controllers(primary, backup, None if candidates is None else list(candidates))
+    except SlurmConfError as exc:
+        raise AnsibleFilterError("msa.hpc.slurm_controllers: %s" % exc)
+
+
+def slurm_conf_server(addresses, port):
+    """slurmd's --conf-server value for the controllers' addresses, primary first."""
+    try:
+        return conf_server(addresses, port)
+    except (SlurmConfError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError("msa.hpc.slurm_conf_server: %s" % exc)
+
+
 class FilterModule:
     """slurm.conf model filters."""
 
     def filters(self):
         return {"slurm_nodes_conf": slurm_nodes_conf, "slurm_conf_problems": slurm_conf_problems,
-                "slurm_node_records": slurm_node_records}
+                "slurm_node_records": slurm_node_records, "slurm_controllers": slurm_controllers,
+                "slurm_conf_server": slurm_conf_server}

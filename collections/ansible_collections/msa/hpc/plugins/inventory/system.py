@@ -16,7 +16,8 @@ description:
   - Every node gets C(msa_module), C(msa_module_role), C(msa_index), C(msa_addresses) (fabric name to address),
     C(ansible_host) (its management address) and, on EXTOLL fabrics, C(msa_extoll_guid).
   - Groups made are one per module (for example C(cm), C(esb)), one per role (C(msa_compute), C(msa_mpi_gateway), ...)
-    and one per fabric (C(fabric_ib), ...). The group C(all) gets C(msa_system), C(msa_fabrics),
+    and one per fabric (C(fabric_ib), ...), and C(msa_management_primary) with the first management node (the
+    services there is one of; every management node is a Slurm controller). The group C(all) gets C(msa_system), C(msa_fabrics),
     C(msa_management_fabric) and C(msa_modules).
   - Module groups get C(msa_hardware), C(msa_features) and C(msa_partition).
   - Every problem in the description fails the parse, naming the field and the value.

@@ -12,7 +12,9 @@ and so on up to an hour (Algorithm 2's added delay, for that component). A delay
 was cancelled (also while the leader was still pending, when no reservation was made) is cancelled by its own
 prolog; the epilog of a leader that did not complete (cancelled, failed, timed out; read from accounting, since
 squeue says COMPLETING while the epilog runs) cancels its delayed jobs; the epilog of a delayed job removes its
-reservation (``PURGE_COMP`` removes it too once it is idle). Every value read from a job is validated
+reservation (``PURGE_COMP`` removes it too once it is idle). A delayed job cancelled while it pends gets no
+EpilogSlurmctld (Slurm runs it only for a job that had nodes), so ``sweep``, run every few seconds by a systemd timer
+on the controller, removes every ``msa_delay_<job>`` reservation whose job has ended or is gone. Every value read from a job is validated
 (module_utils/_slurm_job) before it goes into an scontrol command line, which is run without a shell. The hook never
 fails a job start: a reservation that cannot be made is one log line, and the job starts when Slurm can place it.
 """
@@ -33,7 +35,8 @@ RESERVATION_PREFIX = "msa_delay_"
 SHIFT_SECONDS = 60          # Algorithm 2: try the next minute when the nodes are taken at the asked time
 SHIFT_TRIES = 60            # ... for an hour at most
 MAX_MINUTES = 525600        # a year, the largest --delay and the longest reservation
-_DEPENDENCY = re.compile(r"^after:([1-9][0-9]{0,9})\+([0-9]{1,6})(?:\([a-z]+\))?$")
+# after:<leader>+<minutes>, or after:<leader> for --delay=0 (Slurm refuses a +0)
+_DEPENDENCY = re.compile(r"^after:([1-9][0-9]{0,9})(?:\+([0-9]{1,6}))?(?:\([a-z]+\))?$")
 _ENDED = ("CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
 
 
@@ -81,8 +84,8 @@ def delayed_jobs(jobs, leader):
         if rec is None or rec["delay_after"] != leader["job_id"] or rec["state"] != "PENDING":
             continue
         m = _DEPENDENCY.match(rec["dependency"])
-        if rec["user"] != leader["user"] or not m or (m.group(1), int(m.group(2))) != (leader["job_id"],
-                                                                                       rec["delay"]):
+        if rec["user"] != leader["user"] or not m or (m.group(1), int(m.group(2) or 0)) != (leader["job_id"],
+                                                                                            rec["delay"]):
             refused.append("job %s: comment delay=%s;delay_after=%s but user %s, dependency %r (not %s's "
                            "after:%s+%s)" % (rec["job_id"], rec["delay"], rec["delay_after"], rec["user"],
                                              rec["dependency"], leader["user"], leader["job_id"], rec["delay"]))
@@ -263,9 +266,44 @@ def epilog(env, opts, out, run=subprocess.run):
     return 0
 
 
+_RESERVATION_NAME = re.compile(r"(?:^|\s)ReservationName=(%s([1-9][0-9]{0,9}))(?=\s|$)" % RESERVATION_PREFIX)
+_WAITING = ("PENDING", "RUNNING", "CONFIGURING", "SUSPENDED", "COMPLETING", "REQUEUED", "RESIZING", "SIGNALING",
+            "STAGE_OUT")
+
+
+def delay_reservations(text):
+    """``{job id: reservation name}`` of the delay switch's reservations in ``scontrol -o show reservation``."""
+    return {m.group(2): m.group(1) for m in _RESERVATION_NAME.finditer(text or "")}
+
+
+def stale(reservations, jobs):
+    """The reservations (of delay_reservations) whose job slurmctld no longer holds or that has ended, by job id."""
+    states = {str(j.get("job_id")): str(j.get("job_state") or "") for j in jobs if isinstance(j, dict)}
+    return sorted((job_id for job_id in reservations if states.get(job_id, "") not in _WAITING), key=int)
+
+
+def sweep(env, opts, out, run=subprocess.run):
+    try:
+        proc = run([opts.scontrol, "-o", "show", "reservation"], capture_output=True, text=True, timeout=60,
+                   check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise S.JobRecordError("cannot list the reservations: %s" % exc) from None
+    said = (proc.stderr or proc.stdout or "").strip()[:300]
+    if proc.returncode != 0 and "No reservations" not in said:
+        raise S.JobRecordError("cannot list the reservations: %s" % said)
+    found = delay_reservations(proc.stdout if proc.returncode == 0 else "")
+    if not found:   # the common case: no squeue call
+        return 0
+    for job_id in stale(found, read_all(opts, run)):
+        rc, why = _scontrol([opts.scontrol, "delete", "reservation", found[job_id]], run)
+        out.write("delay: job %s has ended or is gone: reservation %s %s\n" % (
+            job_id, found[job_id], "removed" if rc == 0 else "not removed: %s" % why))
+    return 0
+
+
 def parser(prog="msa-delay-hook"):
     ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("action", choices=("prolog", "epilog"))
+    ap.add_argument("action", choices=("prolog", "epilog", "sweep"))
     ap.add_argument("--squeue", default="squeue", help="squeue (the jobs, read with --json)")
     ap.add_argument("--scontrol", default="scontrol", help="scontrol (creates, binds and deletes reservations)")
     ap.add_argument("--scancel", default="scancel", help="scancel (cancels a delayed job with its leader)")
@@ -278,7 +316,7 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-delay-ho
     """Run one action; it never fails a job (exit 0), every problem is one line on ``err``."""
     env = os.environ if env is None else env
     opts = parser(prog).parse_args(argv)
-    func = prolog if opts.action == "prolog" else epilog
+    func = {"prolog": prolog, "epilog": epilog, "sweep": sweep}[opts.action]
 
     def action():
         return func(env, opts, out, run)

@@ -9,8 +9,12 @@ agents, allocates gateways from the pool, starts one psgwd per gateway and write
 (module_utils/_userfile). Any refusal or failure undoes what was done, writes one line to ``JOB-<id>-psgw.err`` in
 the job's working directory and exits 1: slurmctld requeues a batch job (an interactive one is cancelled). The
 epilog stops the daemons, frees the gateways and removes the routing file when ``gw_cleanup`` was asked; it always
-exits 0. ``health`` probes the idle gateways' agents and holds the licences of those no job may be given in the
-licence-only reservation ``msa_gw_down``, so Slurm starts no job the live gateways cannot serve.
+exits 0. A workflow's delayed part (``--delay`` with ``--dependency=after:<leader>``, comment ``delay_after``) joins
+the routing file of its leader when it starts: the routes of every pair with one of its nodes, through the leader's
+gateways and strategy, are appended to that file as the user (the leader's own lines stay as they are, since its
+job is running on them); its epilog writes the file again without them. ``health`` probes the idle gateways' agents
+and holds the licences of those no job may be given in the licence-only reservation ``msa_gw_down``, so Slurm
+starts no job the live gateways cannot serve.
 """
 from __future__ import annotations
 
@@ -57,11 +61,7 @@ class Job:
                                                                     "" if granted == 1 else "s",
                                                                     settings["license"], asked))
         self.count = granted if asked is None else asked
-        self.cluster, self.booster = [], []
-        cluster_parts = set(settings["cluster_partitions"])
-        for r in records:
-            side = self.cluster if r["partition"] in cluster_parts else self.booster
-            side.extend(n for n in r["nodes"] if n not in side)
+        self.cluster, self.booster = _sides(records, settings)
         self.strategy_name = self.options.get("gw_plugin") or settings["strategy"]
         self.cleanup = bool(self.options.get("gw_cleanup", False))
         name = self.options.get("gw_file") or "%s-%s" % (settings["route_prefix"], self.job_id)
@@ -209,6 +209,7 @@ def prolog(env, opts, out=sys.stdout):
         except J.JobOptionError as exc:
             raise PrologError("job %s refused: %s" % (job_id, exc)) from None
         if job.count <= 0:
+            join_workflow(record, settings, opts, out)
             return 0
         try:  # refuse a strategy or a routing file before any gateway is taken
             strategy = R.resolve_strategy(job.strategy_name, settings["plugin_dirs"])
@@ -238,6 +239,7 @@ def prolog(env, opts, out=sys.stdout):
             except BaseException:
                 teardown(job.job_id, pool, opts, out, quiet=True)
                 raise
+        join_workflow(record, settings, opts, out)
     except PrologError as exc:
         failed = U.append_error(record, "psgw", str(exc), opts.user_helper)
         if failed:
@@ -268,6 +270,107 @@ def setup(job, strategy, pool, alloc, settings, opts, out):
         raise PrologError("job %s: cannot write routing file %s: %s" % (job.job_id, job.routing_file, exc)) from None
     out.write("psgw: job %s: %d gateways %s, %d routes (%s) in %s\n" % (
         job.job_id, len(endpoints), " ".join(endpoints), len(table), job.strategy_name, job.routing_file))
+
+
+# --------------------------------------------------------------------------- a workflow's delayed parts
+
+def _sides(records, settings):
+    """``(cluster nodes, booster nodes)`` of job records, by the pool's cluster partitions, each node once."""
+    cluster, booster, parts = [], [], set(settings["cluster_partitions"])
+    for r in records:
+        side = cluster if r["partition"] in parts else booster
+        side.extend(n for n in r["nodes"] if n not in side)
+    return cluster, booster
+
+
+def joined_routes(leader, part, endpoints, strategy):
+    """The routing-file lines (bytes) of every pair with a node of the delayed ``part``, routed as the leader's file
+    routes: ``leader`` and ``part`` are ``(cluster nodes, booster nodes)``. Empty when the part adds no pair."""
+    new = set(part[0] + part[1]) - set(leader[0] + leader[1])
+    clusters = leader[0] + [n for n in part[0] if n not in leader[0]]
+    boosters = leader[1] + [n for n in part[1] if n not in leader[1]]
+    if not new or not clusters or not boosters:
+        return b""
+    table = R.build_routing(clusters, boosters, endpoints, strategy)
+    rows = sorted((r for r in table.routes() if r[1] in new or r[2] in new),
+                  key=lambda r: (R.natural_key(r[2]), R.natural_key(r[1])))
+    return "".join("%s %s %s\n" % row for row in rows).encode("utf-8")
+
+
+def _workflow(leader_id, settings, opts):
+    """The leader's gateway allocation, checked records and routing inputs; None when it holds no gateways."""
+    with P.GatewayPool(opts.db) as pool:
+        alloc = pool.allocation(leader_id)
+    if alloc is None or not alloc["info"].get("routing_file"):
+        return None
+    records = leader_records(leader_id, opts.squeue)
+    if records is None:
+        raise PrologError("job %s is a later component, not the leader of a workflow" % leader_id)
+    try:
+        strategy = R.resolve_strategy(alloc["info"].get("strategy") or settings["strategy"], settings["plugin_dirs"])
+    except R.RoutingError as exc:
+        raise PrologError("job %s: %s" % (leader_id, exc)) from None
+    return alloc, U.job_record(records[0]), _sides(records, settings), P.endpoints(alloc), strategy
+
+
+def join_workflow(record, settings, opts, out):
+    """Append the routes of delayed part ``record`` to its leader's routing file (nothing for any other job).
+
+    Only a part of the leader's own user joins (a hand-written ``delay_after`` can name nobody else's file); a part
+    that cannot join is one line in the hook's log and in its error file, and starts all the same."""
+    try:
+        leader_id = J.decode_delay(record["comment"]).get("delay_after")
+    except J.JobOptionError:
+        return
+    if not leader_id:
+        return
+    try:
+        flow = _workflow(leader_id, settings, opts)
+        if flow is None:
+            return
+        alloc, leader, leader_sides, endpoints, strategy = flow
+        if (leader["user"], leader["uid"]) != (record["user"], record["uid"]):
+            raise PrologError("its leader %s belongs to %s, not %s" % (leader_id, leader["user"], record["user"]))
+        lines = joined_routes(leader_sides, _sides([record], settings), endpoints, strategy)
+        if not lines:
+            return
+        path = alloc["info"]["routing_file"]
+        U.user_file(leader, "append", path, lines, opts.user_helper)
+        with P.GatewayPool(opts.db) as pool:
+            joined = dict(pool.allocation(leader_id)["info"].get("joined") or {})
+            joined[record["job_id"]] = lines.decode("utf-8")
+            pool.update_info(leader_id, joined=joined)
+        out.write("psgw: job %s: %d routes of its nodes %s added to %s, the routing file of its leader %s\n" % (
+            record["job_id"], lines.count(b"\n"), " ".join(record["nodes"]), path, leader_id))
+    except (PrologError, R.RoutingError, U.UserFileError, S.JobRecordError, P.PoolError, OSError) as exc:
+        why = "job %s not added to the routing file of its leader %s: %s" % (record["job_id"], leader_id, exc)
+        out.write("psgw: %s\n" % why)
+        U.append_error(record, "psgw", why, opts.user_helper)
+
+
+def leave_workflow(job_id, opts, out):
+    """Write the routing file of the workflow delayed part ``job_id`` joined again without its routes."""
+    with P.GatewayPool(opts.db) as pool:
+        leader_id = next((a["job_id"] for a in pool.jobs() if job_id in (a["info"].get("joined") or {})), None)
+    if leader_id is None:
+        return
+    try:
+        settings = P.load_pool_file(opts.pool_file)[1]
+        flow = _workflow(leader_id, settings, opts)
+        if flow is None:
+            return
+        alloc, leader, (cluster, booster), endpoints, strategy = flow
+        joined = dict(alloc["info"].get("joined") or {})
+        joined.pop(job_id, None)
+        data = R.format_routing(R.build_routing(cluster, booster, endpoints, strategy))
+        data += "".join(text for _part, text in sorted(joined.items())).encode("utf-8")
+        U.user_file(leader, "write", alloc["info"]["routing_file"], data, opts.user_helper)
+        with P.GatewayPool(opts.db) as pool:
+            pool.update_info(leader_id, joined=joined)
+        out.write("psgw: job %s ended: its routes removed from %s, the routing file of its leader %s\n" % (
+            job_id, alloc["info"]["routing_file"], leader_id))
+    except (PrologError, R.RoutingError, U.UserFileError, S.JobRecordError, P.PoolError, OSError) as exc:
+        out.write("psgw: job %s: its routes stay in the routing file of its leader %s: %s\n" % (job_id, leader_id, exc))
 
 
 def teardown(job_id, pool, opts, out, quiet=False):
@@ -312,6 +415,7 @@ def epilog(env, opts, out=sys.stdout):
         job_id = S.check_job_id(job_id, "SLURM_JOB_ID")
     except S.JobRecordError as exc:
         raise PrologError("%s: run me as EpilogSlurmctld" % exc) from None
+    leave_workflow(job_id, opts, out)
     with P.GatewayPool(opts.db) as pool:
         report = teardown(job_id, pool, opts, out)
     if report is None:

@@ -427,3 +427,38 @@ def node_records(hosts, hostvars, modules=None, management_fabric="mgmt"):
         record["gres"] = gres
         records.append(record)
     return records
+
+
+def controllers(primary, backup="", candidates=None):
+    """The controllers of slurm.conf's SlurmctldHost lines, primary first: ``[primary]``, or ``[primary, backup]``
+    when a backup is named. ``candidates`` (the hosts that run slurmctld, the inventory's slurm_controller group),
+    when given, must hold both. Raises SlurmConfError naming the variable and the value."""
+    found = []
+    if not isinstance(primary, str) or not _NODE_NAME.match(primary):
+        found.append("slurm_controller_host: %r is not a host name" % (primary,))
+    backup = "" if backup is None else backup
+    if not isinstance(backup, str) or (backup and not _NODE_NAME.match(backup)):
+        found.append("slurm_backup_controller_host: %r is not a host name (empty: no backup)" % (backup,))
+    elif backup and backup == primary:
+        found.append("slurm_backup_controller_host: %r is the primary controller too; name another host, or none"
+                     % (backup,))
+    if candidates is not None:
+        pool = list(candidates)
+        for field, host in (("slurm_controller_host", primary), ("slurm_backup_controller_host", backup)):
+            if host and isinstance(host, str) and host not in pool:
+                found.append("%s: %r is not in the slurm_controller group (%s), so no slurmctld would run there"
+                             % (field, host, ", ".join(pool) or "empty"))
+    if found:
+        raise SlurmConfError(found)
+    return [primary] + ([backup] if backup else [])
+
+
+def conf_server(addresses, port):
+    """slurmd's --conf-server value: ``addr:port`` of each controller, primary first, joined by commas."""
+    addresses = list(addresses)
+    if not addresses:
+        raise SlurmConfError(["conf-server: no controller address"])
+    port = int(port)
+    if not 0 < port < 65536:
+        raise SlurmConfError(["SlurmctldPort: %r is not a TCP port" % (port,)])
+    return ",".join("%s:%d" % (address, port) for address in addresses)

@@ -158,7 +158,7 @@ def run_hook(name, action, func, fail, job_id, err, expected=()):
         return func()
     except expected as exc:
         text = str(exc)
-        where = "" if text.startswith("job %s" % job_id) else "job %s: " % job_id
+        where = "" if job_id is None or text.startswith("job %s" % job_id) else "job %s: " % job_id
         err.write("%s %s: %s%s\n" % (name, action, where, text))
     except Exception as exc:  # noqa: BLE001 - see above
         err.write("%s %s: job %s: internal error %s: %s\n" % (name, action, job_id, type(exc).__name__, exc))

@@ -8,7 +8,7 @@ import shlex
 from ansible_collections.msa.hpc.plugins.module_utils._packjob import (
     TransportError, parse_sacct_json, parse_squeue_json)
 from ansible_collections.msa.hpc.plugins.module_utils._rest import (
-    NOT_DONE, RestClient, RestError, RestTransportError, send_again)
+    NOT_DONE, RestClient, RestError, RestTransportError)
 
 API_VERSION = "v0.0.38"
 DB_API_VERSION = "dbv0.0.38"
@@ -33,9 +33,6 @@ SBATCH_PROPERTIES = {
 }
 # Options that only shape sbatch's own output; nothing to hand on.
 SBATCH_IGNORED = frozenset(("parsable",))
-# A held job (sbatch --hold) cannot be released through v0.0.38 (a job update can set a hold but not lift it), so
-# "held" over REST means "may begin far in the future"; release() sets the begin time to now.
-HOLD_BEGIN = "now+365days"
 
 _SBATCH_LINE = re.compile(r"^#SBATCH\s+(.*)$")
 
@@ -92,14 +89,11 @@ def job_properties(options, environment=None, chdir=None):
     for name, value in options:
         if name in SBATCH_IGNORED:
             continue
-        if name == "hold":
-            props["begin_time"] = HOLD_BEGIN
-            continue
         key = SBATCH_PROPERTIES.get(name)
         if key is None or value is True:
             raise TransportError("sbatch option --%s%s has no counterpart the REST transport knows (known: %s)"
                                  % (name, "" if value is True else "=" + str(value),
-                                    ", ".join(sorted(SBATCH_PROPERTIES) + ["hold"])))
+                                    ", ".join(sorted(SBATCH_PROPERTIES))))
         props[key] = value
     props.setdefault("current_working_directory", chdir or "/tmp")
     props["environment"] = dict(environment or DEFAULT_ENVIRONMENT)
@@ -152,7 +146,8 @@ def _generic(payload):
 
 
 class RestTransport:
-    """Slurm through slurmrestd: submit, release, jobs, history, cancel, as CliTransport offers them.
+    """Slurm through slurmrestd: submit, jobs, history, cancel, as CliTransport offers them (no estimate:
+    v0.0.38 has no test-only submission).
 
     ``url`` is the API's base (``https://mgmt01:6820``); ``user`` and ``token`` travel as X-SLURM-USER-NAME and
     X-SLURM-USER-TOKEN. Records are those of parse_squeue_json/parse_sacct_json: slurmrestd 22.05 answers in the
@@ -242,12 +237,6 @@ class RestTransport:
         new = [r for r in self.jobs(self.user) if r["name"] == name and r["job_id"] not in before]
         leaders = sorted(r["het_job_id"] or r["job_id"] for r in new)
         return {"job_id": leaders[0]} if leaders else None
-
-    def release(self, job_ids):
-        for job_id in job_ids or []:
-            # Setting the begin time to now twice is harmless: a release whose answer was lost is sent again.
-            self._call("POST", "/slurm/%s/job/%d" % (API_VERSION, int(job_id)), {"begin_time": "now"},
-                       "release of job %s" % job_id, lookup=send_again)
 
     def jobs(self, user=None):
         """Every job slurmctld still holds, as records (of ``user`` only when given)."""

@@ -139,6 +139,9 @@ def expand(description):
             hosts[host] = hostvars
     if problems:
         raise SystemError_(problems)
+    # The first management node runs the services there is one of (accounting, EMP master, NAM/GCE manager, DCDB
+    # broker and Collect Agent, Prometheus); every management node is a Slurm controller (primary, then backup).
+    groups["msa_management_primary"] = list(groups.get("msa_management", []))[:1]
     result = {"system": system, "management_fabric": mgmt, "fabrics": fabrics, "modules": modules,
               "hosts": hosts, "groups": groups}
     host_problems = validate_hosts(hosts, fabrics, modules, management_fabric=mgmt)

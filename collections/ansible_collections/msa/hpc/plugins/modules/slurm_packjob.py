@@ -25,11 +25,14 @@ description:
     seed 004 §5.2.2). Slurm starts all components of a heterogeneous job together, so a delayed component is
     submitted as its own job with C(--dependency=after:<first job id>+<minutes>); it runs only while the first job
     is still running (it exits 3 otherwise) and is cancelled with it by O(state=absent).
-  - O(module_list) submits alternatives of which exactly one runs, on whichever module can start it first (seed
-    004 §5.1.2 C(plussingleton)/C(--module-list)). All alternatives are submitted held, then released together;
-    the first to start holds and cancels its pending siblings, and of siblings that started in the same moment the
-    one with the lowest job id runs while the others exit at once. Slurm's C(singleton) dependency is not used
-    because it keeps every later alternative waiting behind the first one.
+  - O(module_list) gives alternatives of which exactly one runs (seed 004 §5.1.2, C(--module-list)), as one job,
+    so there is nothing to arbitrate. When the alternatives differ only in their partition (or module), the job is
+    submitted once with their partitions as a partition list, which is the job record C(sbatch --module-list=m1,m2)
+    gets from job_submit.lua, and Slurm starts it in whichever partition can start it first. When they differ in shape
+    (nodes, time, command, ...), Slurm is asked when each would start (C(sbatch --test-only)); the one with the
+    lowest expected slowdown, (expected wait + requested time) / requested time, is submitted, ties going to the
+    shorter request (fewer node-minutes). Each alternative then needs a finite C(time). The result's
+    RV(estimates) and RV(winner) say which was chosen and why.
   - Idempotent by job name and user. O(state=present) does not submit when a job of this name is pending or
     running for the user; O(state=absent) cancels every such job.
   - Validates the whole request before anything is submitted, against O(system), and fails naming the component
@@ -37,12 +40,15 @@ description:
   - Talks to Slurm through its commands (C(sbatch), C(squeue --json), C(sacct --json), C(scontrol), C(scancel)),
     which must be on the target's PATH, or with O(transport=rest) through slurmrestd (openapi v0.0.38, and
     dbv0.0.38 for finished jobs) with a JWT, so that an AWX job needs no shell on a login node. The results are
-    the same either way (job ids, states, node lists, exit codes); over REST a held submission (module list) begins
-    a year from now until it is released, since the v0.0.38 API cannot lift a hold.
+    the same either way (job ids, states, node lists, exit codes). slurmrestd v0.0.38 cannot answer a test-only
+    submission, so a O(module_list) whose alternatives differ in shape is estimated with C(sbatch --test-only) on the
+    target when C(sbatch) is there and submitted over REST, and refused naming O(module_list) when it is not.
 attributes:
   check_mode:
     support: full
-    details: Validates, looks the job up in the queue and returns the scripts and argv it would run.
+    details: Validates, looks the job up in the queue, asks Slurm for the start estimates of a module list whose
+      alternatives differ in shape (C(sbatch --test-only) submits nothing) and returns the scripts and argv it
+      would run.
   diff_mode:
     support: none
 extends_documentation_fragment:
@@ -113,7 +119,11 @@ options:
             O(components[].script); a script calls C(msa-container) itself.
         type: str
   module_list:
-    description: Alternatives (same suboptions as O(components)) of which exactly one runs. Excludes O(components).
+    description:
+      - Alternatives (same suboptions as O(components), without O(components[].delay)) of which exactly one runs.
+        Excludes O(components).
+      - Alternatives of different shapes each need a finite O(components[].time), the requested time of the
+        expected slowdown.
     type: list
     elements: dict
   launch:
@@ -297,16 +307,33 @@ components:
     role: {description: "V(main) (part of the heterogeneous job), V(delayed) or V(alternative).", type: str}
     job_id: {description: Slurm job id of the component (C(<leader>+<offset>) in squeue)., type: int}
     het_job_offset: {description: Offset in the heterogeneous job., type: int}
-    state: {description: Slurm job state., type: str}
+    state: {description: "Slurm job state; V(NOT_CHOSEN) for the alternatives of a module list that do not run.", type: str}
     nodes: {description: Node list as a hostlist expression., type: str}
     node_list: {description: Node names., type: list, elements: str}
     exit_code: {description: Exit code once finished., type: int}
     signal: {description: "Signal that ended it, 0 if none.", type: int}
     chosen: {description: "For alternatives, whether this one runs.", type: bool}
 winner:
-  description: Index of the module_list alternative that runs, once one has started.
+  description:
+    - Index of the module_list alternative that runs, once known (at submission when the alternatives differ in
+      shape; when the job starts in one partition of its partition list when they do not).
   returned: with module_list
   type: int
+estimates:
+  description:
+    - The alternatives of a module list that differ in shape, best first, as Slurm estimated them at submission
+      (C(sbatch --test-only)); the first is the one submitted.
+  returned: when a module list with alternatives of different shapes is submitted
+  type: list
+  elements: dict
+  contains:
+    index: {description: Position of the alternative in O(module_list)., type: int}
+    partition: {description: The partition Slurm would start it in., type: str}
+    start: {description: "Slurm's expected start (controller local time, C(YYYY-MM-DDTHH:MM:SS)).", type: str}
+    wait: {description: Expected wait in seconds from submission., type: int}
+    slowdown: {description: (wait + requested time) / requested time., type: float}
+    node_minutes: {description: Nodes × requested minutes (the tie-break; fewer wins)., type: int}
+    error: {description: "Why Slurm said it cannot run (then start, wait and slowdown are null).", type: str}
 submissions:
   description: What was (or in check mode would be) run, one entry per sbatch with its argv and script.
   returned: when submitting, and in check mode
@@ -321,13 +348,14 @@ cancelled:
 
 import os
 import pwd
+import shutil
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.msa.hpc.plugins.module_utils._packjob import (
-    CliTransport, PackJobError, TransportError, all_ids, cancel_targets, fill_leader, find_ids, plan, results,
-    validate)
+    CliTransport, PackJobError, TransportError, all_ids, cancel_targets, choose, estimate_plan, fill_leader, find_ids,
+    plan, results, same_shape, validate)
 from ansible_collections.msa.hpc.plugins.module_utils._slurmrest import RestTransport, rest_argument_spec
 
 _COMPONENT = dict(
@@ -406,9 +434,6 @@ def submit(transport, subs):
                 ids["leader"] = job_id
             elif sub["role"] == "delayed":
                 ids["delayed"][sub["components"][0]] = job_id
-            else:
-                ids["alternatives"].append(job_id)
-        transport.release(ids["alternatives"])
     except TransportError:
         try:
             transport.cancel(submitted)
@@ -454,7 +479,10 @@ def run(module, transport, user, sleep=None, clock=None):
             records = []
         ids = find_ids(spec, records, user)
         if ids is None:
-            subs = plan(spec)
+            chosen = None
+            if spec["module_list"] and not same_shape(spec["module_list"]):
+                chosen, result["estimates"] = estimate(module, transport, spec)
+            subs = plan(spec, chosen=chosen)
             result["submissions"] = [{"role": s["role"], "components": s["components"], "argv": s["argv"],
                                       "script": s["script"]} for s in subs]
             result["changed"] = True
@@ -480,6 +508,26 @@ def run(module, transport, user, sleep=None, clock=None):
         if snap["failed"] and params["fail_on_error"]:
             module.fail_json(msg="Job %r failed: %s" % (params["name"], _states(snap, snap["failed"])), **result)
     return result
+
+
+def estimate(module, transport, spec, clock=None):
+    """Ask Slurm when each alternative of a module list would start; the chosen index and the ranking."""
+    estimator = transport if hasattr(transport, "estimate") else None
+    if estimator is None and shutil.which("sbatch"):
+        estimator = CliTransport(module.run_command)   # REST: slurmrestd v0.0.38 has no test-only submission
+    if estimator is None:
+        module.fail_json(msg="module_list: the alternatives of %r differ in shape (not only in partition), so Slurm"
+                             " must be asked when each would start (sbatch --test-only), which slurmrestd v0.0.38"
+                             " cannot answer and sbatch is not on this host: give alternatives that differ only in"
+                             " partition, or run the task where sbatch is installed" % spec["name"])
+    answers = {}
+    for sub in estimate_plan(spec):
+        try:
+            answers[sub["components"][0]] = estimator.estimate(sub["argv"], sub["script"])
+        except TransportError as exc:
+            answers[sub["components"][0]] = str(exc)
+    chosen, ranking = choose(spec["module_list"], answers, (clock or time.time)())
+    return chosen, ranking
 
 
 def _states(snap, only=None):

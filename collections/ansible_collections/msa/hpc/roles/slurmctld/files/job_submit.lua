@@ -173,7 +173,8 @@ function M.translate(conf, job_desc, now)
       if #parts ~= 1 then
         refuse("delay", opts.delay, "its nodes are reserved in one partition (not " .. table.concat(parts, ",") .. ")")
       end
-      job_desc.dependency = string.format("after:%s+%d", after, minutes)
+      -- Slurm refuses after:<job>+0 ("Job dependency problem"): no delay is plain after:<job>
+      job_desc.dependency = minutes > 0 and string.format("after:%s+%d", after, minutes) or ("after:" .. after)
       extra.delay_after = after
     elseif job_desc.dependency ~= nil and job_desc.dependency ~= "" then
       refuse("delay", opts.delay, "combines only with --dependency=after:<job> (not " .. job_desc.dependency .. ")")

@@ -30,7 +30,7 @@ def job(job_id, **fields):
 
 def delayed(job_id, leader, minutes=1, **fields):
     base = {"partition": "dam", "comment": "msa:delay=%d;delay_after=%s" % (minutes, leader),
-            "dependency": "after:%s+%d(unfulfilled)" % (leader, minutes)}
+            "dependency": "after:%s%s(unfulfilled)" % (leader, "+%d" % minutes if minutes else "")}
     base.update(fields)
     return job(job_id, **base)
 
@@ -39,8 +39,9 @@ class FakeSlurm:
     """squeue --json answers ``jobs``; scontrol/scancel calls are recorded; ``busy_until`` refuses reservations
     that start earlier (the nodes are taken until then)."""
 
-    def __init__(self, jobs, busy_until=0, bind_fails=False, accounting=None):
+    def __init__(self, jobs, busy_until=0, bind_fails=False, accounting=None, reservations=""):
         self.jobs, self.busy_until, self.bind_fails, self.calls = jobs, busy_until, bind_fails, []
+        self.reservations = reservations   # what scontrol -o show reservation prints
         self.accounting = accounting or {}   # job id -> sacct's State column
 
     def __call__(self, argv, **kwargs):
@@ -48,6 +49,10 @@ class FakeSlurm:
         self.calls.append(argv)
         if argv[0] == "squeue":
             return subprocess.CompletedProcess(argv, 0, json.dumps({"jobs": self.jobs}), "")
+        if argv[1:] == ["-o", "show", "reservation"]:
+            if not self.reservations:
+                return subprocess.CompletedProcess(argv, 1, "No reservations in the system\n", "")
+            return subprocess.CompletedProcess(argv, 0, self.reservations, "")
         if argv[0] == "sacct":
             job_id = argv[-1].split("=", 1)[1]
             return subprocess.CompletedProcess(argv, 0, self.accounting.get(job_id, "") + "\n", "")
@@ -68,7 +73,7 @@ class FakeSlurm:
 def run(action, job_id, slurm):
     out, err = io.StringIO(), io.StringIO()
     opts = D.parser().parse_args([action, "--sacct-tries", "1"])
-    func = D.prolog if action == "prolog" else D.epilog
+    func = {"prolog": D.prolog, "epilog": D.epilog, "sweep": D.sweep}[action]
     kwargs = {"clock": lambda: NOW} if action == "prolog" else {}
     rc = D.S.run_hook("delay", action, lambda: func({"SLURM_JOB_ID": job_id}, opts, out, slurm, **kwargs), 0,
                       job_id, err, (D.DelayError, D.S.JobRecordError, J.JobOptionError, OSError, ValueError))
@@ -87,6 +92,15 @@ def test_the_leaders_start_reserves_the_delayed_jobs_nodes_for_start_plus_delay_
                       "Licenses=gateway:1"]
     assert slurm.made("update") == [["scontrol", "update", "JobId=42", "ReservationName=msa_delay_42"]]
     assert "job 42: 2 node(s) of dam reserved as msa_delay_42 from " + start in out
+
+
+def test_a_part_without_delay_has_slurms_plain_after_and_is_reserved_from_the_leaders_start():
+    slurm = FakeSlurm([job(41, job_state="RUNNING", start_time=NOW - 5, nodes="cm01"), delayed(42, 41, 0)])
+    rc, out, err = run("prolog", "41", slurm)
+    assert (rc, err) == (0, "")
+    (create,) = slurm.made("create")
+    # its start time (the leader's) has come: the nodes are reserved from now, for the part to start at once
+    assert create[3:5] == ["ReservationName=msa_delay_42", "StartTime=now"], create
 
 
 def test_nodes_taken_at_the_asked_time_shift_the_reservation_a_minute_at_a_time():
@@ -206,3 +220,44 @@ def test_decode_delay_refuses_naming_key_and_value(comment, message):
 def test_decode_delay_reads_the_lua_comment():
     assert J.decode_delay("msa:gw_num=1;delay=5;delay_after=41") == {"delay": 5, "delay_after": "41"}
     assert J.decode_delay("delay=5 by hand") == {} and J.decode_delay(None) == {}
+
+
+RESERVATIONS = (
+    "ReservationName=msa_delay_42 StartTime=2026-11-26T12:00:00 EndTime=2026-11-26T12:03:00 Duration=00:03:00"
+    " Nodes=dam01 NodeCnt=1 CoreCnt=8 Features=(null) PartitionName=dam Flags=PURGE_COMP\n"
+    "ReservationName=msa_delay_43 StartTime=2026-11-26T12:00:00 EndTime=2026-11-26T12:03:00 Duration=00:03:00"
+    " Nodes=dam02 NodeCnt=1 CoreCnt=8 Features=(null) PartitionName=dam Flags=PURGE_COMP\n"
+    "ReservationName=msa_delay_44 StartTime=2026-11-26T12:00:00 Nodes=dam03 PartitionName=dam\n"
+    "ReservationName=msa_gw_down StartTime=2026-11-26T11:00:00 Licenses=gateway:1\n"
+    "ReservationName=msa_delay_x Nodes=dam04\n")
+
+
+def test_delay_reservations_are_read_by_name_and_others_ignored():
+    assert D.delay_reservations(RESERVATIONS) == {"42": "msa_delay_42", "43": "msa_delay_43", "44": "msa_delay_44"}
+    assert D.delay_reservations("No reservations in the system") == {}
+
+
+def test_the_sweep_removes_the_reservation_of_a_part_cancelled_while_pending_and_keeps_the_others():
+    # 42 was cancelled while it pended (no EpilogSlurmctld for it), 43 pends, 44 slurmctld forgot
+    slurm = FakeSlurm([delayed(42, 41, job_state="CANCELLED"), delayed(43, 41), job(41, job_state="RUNNING")],
+                      reservations=RESERVATIONS)
+    rc, out, err = run("sweep", None, slurm)
+    assert rc == 0 and err == ""
+    assert slurm.made("delete") == [["scontrol", "delete", "reservation", "msa_delay_42"],
+                                    ["scontrol", "delete", "reservation", "msa_delay_44"]]
+    assert "job 42 has ended or is gone: reservation msa_delay_42 removed" in out
+
+
+def test_the_sweep_without_delay_reservations_reads_no_jobs():
+    slurm = FakeSlurm([], reservations="ReservationName=msa_gw_down Licenses=gateway:1\n")
+    assert run("sweep", None, slurm)[0] == 0
+    assert not slurm.made("delete") and not [c for c in slurm.calls if c[0] == "squeue"]
+    slurm = FakeSlurm([])
+    assert run("sweep", None, slurm) == (0, "", "")
+
+
+@pytest.mark.parametrize("state", ["PENDING", "RUNNING", "CONFIGURING", "COMPLETING"])
+def test_the_sweep_keeps_the_reservation_of_a_part_that_waits_or_runs(state):
+    slurm = FakeSlurm([delayed(42, 41, job_state=state), delayed(43, 41), delayed(44, 41)], reservations=RESERVATIONS)
+    run("sweep", None, slurm)
+    assert slurm.made("delete") == []

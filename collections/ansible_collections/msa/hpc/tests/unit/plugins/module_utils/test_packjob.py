@@ -4,16 +4,16 @@ from __future__ import annotations
 """Tests of the pack-job logic: validation, sbatch scripts and argv, the delay switch, module lists, parsing."""
 
 import os
-import shutil
-import subprocess
+import re
 
 import pytest
 
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
 from ansible_collections.msa.hpc.plugins.module_utils._packjob import (
-    GATEWAY_OPTIONS, LEADER_PLACEHOLDER, CliTransport, PackJobError, TransportError, cancel_targets, fill_leader,
-    find_ids, licenses, parse_comment, parse_sacct_json, parse_sbatch_id, parse_scontrol_show_job,
-    parse_squeue_json, plan, results, validate)
+    GATEWAY_OPTIONS, LEADER_PLACEHOLDER, NOT_CHOSEN, CliTransport, PackJobError, TransportError, cancel_targets,
+    choose, estimate_plan, expected_slowdown, fill_leader, find_ids, licenses, parse_comment, parse_sacct_json,
+    parse_sbatch_id, parse_scontrol_show_job, parse_squeue_json, parse_test_only, partition_list, plan, results,
+    same_shape, validate)
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "slurm")
 SYSTEM = {"partitions": {"cm": {"nodes": 4, "max_time": "1-00:00:00", "cpus_per_node": 24},
@@ -158,120 +158,106 @@ def test_delay_accepts_a_slurm_time():
     assert plan(validate(job, SYSTEM))[1]["argv"][-1].endswith("+90")
 
 
-def test_module_list_alternatives_are_submitted_held_with_a_shared_set_token():
+def test_module_list_of_one_shape_is_one_job_with_a_partition_list():
+    # the job record sbatch --module-list=booster,cm gets from job_submit.lua: nothing held, nothing to arbitrate
+    job = {"name": "anywhere", "gateways": 1, "module_list": [
+        {"partition": "booster", "nodes": 2, "time": 5, "command": "./app"},
+        {"partition": "cm", "nodes": 2, "time": 5, "command": "./app"},
+        {"partition": "booster", "nodes": 2, "time": 5, "command": "./app"}]}
+    spec = validate(job, SYSTEM)
+    assert same_shape(spec["module_list"]) and partition_list(spec["module_list"]) == "booster,cm"
+    (sub,) = plan(spec)
+    assert sub["role"] == "main" and sub["components"] == [0, 1, 2] and sub["argv"] == ["sbatch", "--parsable"]
+    assert "#SBATCH --partition=booster,cm\n" in sub["script"] and "#SBATCH --licenses=gateway:1" in sub["script"]
+    assert "hold" not in sub["script"] and "scancel" not in sub["script"]
+    assert sub["script"].rstrip().endswith("srun ./app")
+
+
+def test_module_list_of_different_shapes_submits_only_the_chosen_one():
     job = {"name": "anywhere", "module_list": [
         {"partition": "booster", "nodes": 4, "ntasks": 8, "time": 5, "command": "./app"},
         {"partition": "cm", "nodes": 2, "ntasks": 8, "time": 7, "command": "./app"}]}
-    subs = plan(validate(job, SYSTEM), token="feed0001")
-    assert [s["role"] for s in subs] == ["alternative", "alternative"]
-    assert all(s["argv"] == ["sbatch", "--parsable", "--hold"] for s in subs)
-    assert "#SBATCH --comment=msa:alt=anywhere;set=feed0001;alternative=1" in subs[1]["script"]
-    assert "--dependency" not in subs[0]["script"]
-    script = subs[0]["script"]
-    assert script.index("scontrol hold") < script.index("scancel") < script.index("srun ./app")
+    spec = validate(job, SYSTEM)
+    assert not same_shape(spec["module_list"])
+    estimates = estimate_plan(spec)
+    assert [e["argv"] for e in estimates] == [["sbatch", "--test-only"]] * 2
+    assert "#SBATCH --partition=cm\n" in estimates[1]["script"] and "#SBATCH --nodes=2" in estimates[1]["script"]
+    (sub,) = plan(spec, chosen=1)
+    assert sub["components"] == [1] and sub["script"] == estimates[1]["script"]
+    with pytest.raises(ValueError, match="chosen"):
+        plan(spec)
 
 
-ARBITRATION_CASES = [
-    # (my id, sibling lines "id|state|nodes|comment", expected held, expected cancelled, runs?)
-    ("101", ["102|PENDING||{tag}alternative=1", "103|PENDING||{tag}alternative=2"], "102,103", "102 103", True),
-    ("102", ["101|RUNNING|cm01|{tag}alternative=0"], "", "102", False),       # started together: lower id runs, 102 cancels itself
-    ("101", ["102|RUNNING|esb01|{tag}alternative=1"], "", "", True),
-    ("103", ["101|CANCELLED||{tag}alternative=0", "102|COMPLETED|esb01|other"], "", "", True),
-    ("102", ["101|PENDING||{tag}alternative=0", "105|PENDING||msa:alt=anywhere;set=oldset;alternative=0"],
-     "101", "101", True),
-]
+TEST_ONLY = "sbatch: Job 4711 to start at 2026-11-26T11:30:00 using 8 processors on nodes cm[01-02] in partition cm\n"
 
 
-def _run_arbitration(tmp_path, me, siblings, squeue_failures=0, tries=30, siblings_end_after=0, fails_after=0,
-                     wait="1", poll="0"):
-    """Run an alternative's script against a fake queue; returns (process, log entries)."""
-    job = {"name": "anywhere", "module_list": [{"partition": "cm", "command": "./app"},
-                                               {"partition": "booster", "command": "./app"}]}
-    script = plan(validate(job, SYSTEM), token="feed0001")[0]["script"]
-    tag = "msa:alt=anywhere;set=feed0001;"
-    state = tmp_path / "queue"
-    state.write_text("".join(line.format(tag=tag) + "\n" for line in siblings + ["%s|RUNNING|cm02|%s" % (me, tag)]))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log, calls = tmp_path / "log", tmp_path / "squeue-calls"
-    # squeue fails its first `squeue_failures` calls (slurmctld busy), then prints the fake queue, with held jobs
-    # still PENDING and cancelled ones gone from PENDING; after `siblings_end_after` calls running siblings have
-    # ended (yielded); after `fails_after` calls (if not 0) it fails again, for good
-    (bin_dir / "squeue").write_text(
-        "#!/bin/bash\necho x >> %s\n"
-        "count=$(wc -l < %s)\n"
-        "if [ $count -le %d ] || { [ %d -gt 0 ] && [ $count -gt %d ]; }; then\n"
-        "  echo 'squeue: error: Socket timed out on send/recv operation' >&2; exit 1\nfi\n"
-        "while IFS='|' read -r i s n c; do\n"
-        "  grep -qx \"scancel $i\" %s 2>/dev/null && s=CANCELLED\n"
-        "  [ %d -gt 0 ] && [ \"$i\" != %s ] && [ $count -gt %d ] && s=${s/RUNNING/CANCELLED}\n"
-        "  echo \"$i|$s|$n|$c\"\ndone < %s\n"
-        % (calls, calls, squeue_failures, fails_after, fails_after, log, siblings_end_after, me, siblings_end_after,
-           state))
-    (bin_dir / "scontrol").write_text("#!/bin/bash\necho \"hold $2\" >> %s\n" % log)
-    (bin_dir / "scancel").write_text("#!/bin/bash\nfor i in \"$@\"; do echo \"scancel $i\" >> %s; done\n" % log)
-    (bin_dir / "srun").write_text("#!/bin/bash\necho \"run $*\" >> %s\n" % log)
-    for tool in bin_dir.iterdir():
-        tool.chmod(0o755)
-    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), SLURM_JOB_ID=me, MSA_ALT_SETTLE="0",
-               MSA_ALT_RETRY="0", MSA_ALT_TRIES=str(tries), MSA_ALT_POLL=poll, MSA_ALT_WAIT=wait)
-    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
-    return proc, (log.read_text().splitlines() if log.exists() else [])
+@pytest.mark.parametrize("text, fields", [
+    (TEST_ONLY, {"job_id": 4711, "start": "2026-11-26T11:30:00", "cpus": 8, "nodes": "cm[01-02]", "partition": "cm"}),
+    ("sbatch: Job 12 to start at 2026-01-02T03:04:05 using 1 processors on nodes esb01 in partition esb",
+     {"job_id": 12, "start": "2026-01-02T03:04:05", "cpus": 1, "nodes": "esb01", "partition": "esb"}),
+])
+def test_parse_test_only_reads_slurms_estimate(text, fields):
+    got = parse_test_only(text, to_epoch=lambda t: 1000)
+    assert got == dict(fields, start_epoch=1000)
 
 
-needs_bash_awk = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("awk") is None,
-                                    reason="needs bash and awk")
+@pytest.mark.parametrize("text, says", [
+    # what sbatch 22.05 printed on dev2 for -p cm -N 9 (the partition has 2 nodes), exit 1
+    ("allocation failure: Requested node configuration is not available\n",
+     "allocation failure: Requested node configuration is not available"),
+    ("sbatch: error: Batch job submission failed: Requested node configuration is not available\n",
+     "Requested node configuration is not available"),
+    ("srun: error: Unable to allocate resources: Requested time limit is invalid (missing or exceeds some limit)",
+     "Unable to allocate resources: Requested time limit is invalid"),
+    ("sbatch: error: --module-list=cm,gpu: no module gpu\nsbatch: error: Batch job submission failed: Unspecified",
+     "--module-list=cm,gpu: no module gpu"),
+    ("", "printed nothing"),
+    ("something else entirely", "something else entirely"),
+])
+def test_parse_test_only_reports_why_slurm_cannot_run_it(text, says):
+    with pytest.raises(TransportError, match=re.escape(says)):
+        parse_test_only(text)
 
 
-@needs_bash_awk
-@pytest.mark.parametrize("me, siblings, held, cancelled, runs", ARBITRATION_CASES)
-def test_arbitration_script_drops_pending_siblings_and_yields_to_a_lower_started_one(
-        tmp_path, me, siblings, held, cancelled, runs):
-    proc, entries = _run_arbitration(tmp_path, me, siblings)
-    assert proc.returncode == 0, proc.stderr
-    assert ("hold " + held in entries) if held else not any(e.startswith("hold") for e in entries)
-    assert [e[len("scancel "):] for e in entries if e.startswith("scancel")] == (cancelled.split() if cancelled else [])
-    assert ("run ./app" in entries) == runs
+def _alts(*shapes):
+    return [{"index": i, "partition": p, "nodes": n, "time_minutes": t} for i, (p, n, t) in enumerate(shapes)]
 
 
-@needs_bash_awk
-def test_arbitration_waits_for_a_busy_controller_instead_of_reading_an_empty_queue(tmp_path):
-    # 102 and 101 started together; squeue times out twice: 102 must still see 101 and yield
-    proc, entries = _run_arbitration(tmp_path, "102", ["101|RUNNING|cm01|{tag}alternative=0"], squeue_failures=2)
-    assert proc.returncode == 0, proc.stderr
-    assert entries == ["scancel 102"]
+def _est(start_epoch, partition="x"):
+    return {"start_epoch": start_epoch, "start": "T%d" % start_epoch, "partition": partition}
 
 
-@needs_bash_awk
-def test_the_winner_stays_running_until_a_sibling_that_started_with_it_has_yielded(tmp_path):
-    # 101 wins over 102, which started at the same moment: 101 must still be running (visible as started) when 102
-    # decides, so it polls the queue until 102 has ended before its own work runs and ends
-    proc, entries = _run_arbitration(tmp_path, "101", ["102|RUNNING|esb01|{tag}alternative=1"], siblings_end_after=6,
-                                     wait="60")
-    assert proc.returncode == 0, proc.stderr
-    assert entries == ["run ./app"]
-    assert len((tmp_path / "squeue-calls").read_text().splitlines()) == 7  # 3 reads, then polls until 102 ended
+def test_choose_takes_the_lowest_expected_slowdown_not_the_earliest_start():
+    # booster starts at once for 60 min (slowdown 1); cm in 10 min for 10 min (slowdown 2)
+    alts = _alts(("cm", 1, 10), ("booster", 1, 60))
+    chosen, ranking = choose(alts, {0: _est(1600, "cm"), 1: _est(1000, "booster")}, now=1000)
+    assert chosen == 1 and [r["index"] for r in ranking] == [1, 0]
+    assert ranking[0]["slowdown"] == 1.0 and ranking[1]["slowdown"] == 2.0 and ranking[1]["wait"] == 600
 
 
-@needs_bash_awk
-def test_the_winner_runs_when_the_queue_stops_answering_during_its_wait_for_a_sibling(tmp_path):
-    # 101 won (its 3 arbitration reads answered); squeue then fails for good while 102 still shows as running:
-    # missed polls only use up the wait (MSA_ALT_WAIT seconds), they do not end the winning job
-    proc, entries = _run_arbitration(tmp_path, "101", ["102|RUNNING|esb01|{tag}alternative=1"], fails_after=3,
-                                     wait="2", poll="0.1")
-    assert proc.returncode == 0, proc.stderr
-    assert entries == ["run ./app"]
-    assert "cannot read the queue" not in proc.stderr
-    assert len((tmp_path / "squeue-calls").read_text().splitlines()) > 4  # it did poll after the failures began
+def test_choose_ties_to_the_shorter_request_then_to_the_list_order():
+    alts = _alts(("esb", 4, 10), ("cm", 2, 10), ("dam", 2, 10))
+    chosen, ranking = choose(alts, {i: _est(1000) for i in range(3)}, now=1000)
+    assert chosen == 1 and [r["index"] for r in ranking] == [1, 2, 0]
 
 
-@needs_bash_awk
-def test_arbitration_fails_clearly_and_runs_nothing_when_the_queue_never_answers(tmp_path):
-    proc, entries = _run_arbitration(tmp_path, "102", ["101|RUNNING|cm01|{tag}alternative=0"],
-                                     squeue_failures=99, tries=3)
-    assert proc.returncode == 1
-    assert "alternative 102 of anywhere cannot read the queue (squeue failed 3 times)" in proc.stderr
-    assert entries == []
+def test_choose_skips_alternatives_slurm_cannot_run_and_fails_when_none_can():
+    alts = _alts(("esb", 9, 10), ("cm", 1, 10))
+    chosen, ranking = choose(alts, {0: "sbatch --test-only: Requested node configuration is not available",
+                                    1: _est(1300)}, now=1000)
+    assert chosen == 1 and ranking[-1]["index"] == 0 and "node configuration" in ranking[-1]["error"]
+    with pytest.raises(TransportError, match=r"module_list\[0\] \(esb\): .*node configuration.*module_list\[1\]"):
+        choose(alts, {0: "sbatch --test-only: Requested node configuration is not available", 1: "down"}, now=0)
+
+
+def test_choose_needs_a_finite_requested_time():
+    alts = _alts(("esb", 1, None), ("cm", 1, 10))
+    chosen, ranking = choose(alts, {0: _est(0), 1: _est(5000)}, now=0)
+    assert chosen == 1 and "give module_list[0].time" in ranking[-1]["error"]
+
+
+def test_expected_slowdown_counts_a_start_in_the_past_as_now():
+    assert expected_slowdown(-30, 2) == 1.0 and expected_slowdown(120, 2) == 2.0
 
 
 # --- validation ---
@@ -450,38 +436,46 @@ def test_results_of_a_running_job_are_not_finished():
     assert not res["finished"] and res["state"] == "RUNNING"
 
 
-def _alt(job_id, state, nodes, index, exit_code=0):
+def _alt(job_id, state, nodes, partition, exit_code=0):
     return {"job_id": job_id, "name": "anywhere", "user": "alice", "state": state, "het_job_id": None,
-            "het_job_offset": None, "nodes": nodes, "exit_code": exit_code, "signal": 0, "partition": "cm",
-            "comment": "msa:alt=anywhere;set=s1;alternative=%d" % index}
+            "het_job_offset": None, "nodes": nodes, "exit_code": exit_code, "signal": 0, "partition": partition,
+            "comment": ""}
 
 
 ALT_SPEC = {"name": "anywhere", "module_list": [{"partition": "booster", "command": "a"}, {"partition": "cm", "command": "a"},
                                                 {"partition": "cm", "command": "b"}]}
+ONE_JOB = {"leader": 12, "delayed": {}, "alternatives": []}
 
 
-def test_module_list_winner_is_the_lowest_started_alternative():
-    spec = validate(ALT_SPEC, SYSTEM)
-    records = [_alt(11, "CANCELLED", "", 0), _alt(12, "COMPLETED", "cm01", 1), _alt(13, "COMPLETED", "cm02", 2)]
-    res = results(spec, {"leader": None, "delayed": {}, "alternatives": [11, 12, 13]}, records)
+def test_module_list_pending_with_a_partition_list_has_no_winner_yet():
+    res = results(validate(ALT_SPEC, SYSTEM), ONE_JOB, [_alt(12, "PENDING", "", "booster,cm")])
+    assert res["winner"] is None and res["job_id"] == 12 and res["state"] == "PENDING" and not res["finished"]
+    assert [c["job_id"] for c in res["components"]] == [12, 12, 12]
+
+
+def test_module_list_winner_is_the_alternative_of_the_partition_it_runs_in():
+    res = results(validate(ALT_SPEC, SYSTEM), ONE_JOB, [_alt(12, "COMPLETED", "cm01", "cm")])
     assert res["winner"] == 1 and res["job_id"] == 12
     assert [c["chosen"] for c in res["components"]] == [False, True, False]
+    assert [c["state"] for c in res["components"]] == [NOT_CHOSEN, "COMPLETED", NOT_CHOSEN]
     assert res["finished"] and not res["failed"] and res["state"] == "COMPLETED"
 
 
-def test_module_list_failure_counts_only_for_the_chosen_alternative():
-    spec = validate(ALT_SPEC, SYSTEM)
-    records = [_alt(11, "FAILED", "esb01", 0, exit_code=2), _alt(12, "CANCELLED", "", 1), _alt(13, "CANCELLED", "", 2)]
-    res = results(spec, {"leader": None, "delayed": {}, "alternatives": [11, 12, 13]}, records)
-    assert res["failed"] == [0] and res["state"] == "FAILED"
+def test_module_list_failure_is_the_chosen_alternatives():
+    res = results(validate(ALT_SPEC, SYSTEM), ONE_JOB, [_alt(12, "FAILED", "esb01", "booster", exit_code=2)])
+    assert res["failed"] == [0] and res["state"] == "FAILED" and res["finished"]
 
 
-def test_module_list_pending_alternatives_are_found_by_their_set():
+def test_module_list_cancelled_before_it_started_is_finished_and_failed():
+    res = results(validate(ALT_SPEC, SYSTEM), ONE_JOB, [_alt(12, "CANCELLED", "", "booster,cm")])
+    assert res["finished"] and res["state"] == "CANCELLED" and res["winner"] is None
+
+
+def test_module_list_job_is_found_as_the_newest_live_job_of_the_name():
     spec = validate(ALT_SPEC, SYSTEM)
-    old = [dict(_alt(5 + i, "COMPLETED", "cm01", i), comment="msa:alt=anywhere;set=s0;alternative=%d" % i)
-           for i in range(3)]
-    new = [_alt(13, "PENDING", "", 2), _alt(11, "PENDING", "", 0), _alt(12, "PENDING", "", 1)]
-    assert find_ids(spec, old + new, "alice")["alternatives"] == [11, 12, 13]
+    records = [_alt(5, "COMPLETED", "cm01", "cm"), _alt(11, "PENDING", "", "booster,cm")]
+    assert find_ids(spec, records, "alice") == ONE_JOB | {"leader": 11}
+    assert find_ids(spec, records[:1], "alice") is None
 
 
 def test_cancel_targets_use_hetjob_leaders_and_skip_finished_and_foreign_jobs():
@@ -512,14 +506,21 @@ def test_cli_transport_reports_a_failing_command_with_its_message():
         CliTransport(run).submit(["sbatch", "--parsable"], "x")
 
 
-def test_cli_transport_queries_cancels_and_releases():
-    run = FakeRun([(0, _fixture("squeue_22.05_hetjob.json"), ""), (0, "", ""), (0, "", ""),
+def test_cli_transport_queries_and_cancels():
+    run = FakeRun([(0, _fixture("squeue_22.05_hetjob.json"), ""), (0, "", ""),
                    (0, _fixture("sacct_22.05_hetjob.json"), "")])
     transport = CliTransport(run)
     assert len(transport.jobs("alice")) == 5
     transport.cancel([1234, 1236])
-    transport.release([11, 12])
     assert len(transport.history([1234])) == 3
     assert [c[0] for c in run.calls] == [["squeue", "--json", "--all", "--states=all", "--user=alice"],
-                                         ["scancel", "1234", "1236"], ["scontrol", "release", "11,12"],
-                                         ["sacct", "--json", "--jobs=1234"]]
+                                         ["scancel", "1234", "1236"], ["sacct", "--json", "--jobs=1234"]]
+
+
+def test_cli_transport_estimates_with_test_only_and_reports_refusals():
+    run = FakeRun([(0, "", TEST_ONLY), (1, "", "sbatch: error: Batch job submission failed: Invalid partition")])
+    transport = CliTransport(run)
+    assert transport.estimate(["sbatch", "--test-only"], "#!/bin/bash\n")["partition"] == "cm"
+    with pytest.raises(TransportError, match="Invalid partition"):
+        transport.estimate(["sbatch", "--test-only"], "#!/bin/bash\n")
+    assert run.calls[0] == (["sbatch", "--test-only"], "#!/bin/bash\n")

@@ -8,7 +8,7 @@ import shlex
 import pytest
 
 from ansible_collections.msa.hpc.plugins.module_utils._packjob import (
-    CONTAINER_WRAPPER, PackJobError, container_command, plan, validate)
+    CONTAINER_WRAPPER, PackJobError, container_command, estimate_plan, plan, validate)
 
 SYSTEM = {"partitions": {"cm": {"nodes": 2}, "esb": {"nodes": 4}, "dam": {"nodes": 2}}}
 
@@ -52,11 +52,13 @@ def test_delayed_and_module_list_components_run_in_their_image():
                               "container_image": "tools/ana:2"})
     subs = plan(validate(job, SYSTEM))
     assert subs[1]["script"].splitlines()[-1] == "srun msa-container tools/ana:2 -- ./analyse"
-    alternatives = plan(validate({"name": "alt", "module_list": [
+    spec = validate({"name": "alt", "module_list": [
         {"partition": "esb", "command": "./app", "container_image": "app:1"},
-        {"partition": "cm", "command": "./app"}]}, SYSTEM))
+        {"partition": "cm", "command": "./app"}]}, SYSTEM)
+    alternatives = estimate_plan(spec)   # an image makes another shape: each is estimated, one submitted
     assert alternatives[0]["script"].splitlines()[-1] == "srun msa-container app:1 -- ./app"
     assert alternatives[1]["script"].splitlines()[-1] == "srun ./app"
+    assert plan(spec, chosen=0)[0]["script"] == alternatives[0]["script"]
 
 
 def test_srun_options_written_with_equals_stay_before_the_wrapper():

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import (
-    NAM_LICENSE_UNIT, SlurmConfError, format_time, nam_units, node_records, parse_gres, parse_size, parse_time,
-    problems, render)
+    NAM_LICENSE_UNIT, SlurmConfError, conf_server, controllers, format_time, nam_units, node_records, parse_gres,
+    parse_size, parse_time, problems, render)
 
 
 def _node(name, partition, address=None, **hw):
@@ -194,3 +194,49 @@ def test_node_records_from_inventory_hostvars():
                                      " RealMemory=4000 Gres=gpu:2 Feature=extoll State=UNKNOWN")
     assert conf["gres_lines"] == ["NodeName=esb01 Name=gpu File=/dev/nvidia[0-1]"]
     assert conf["partition_lines"][0].startswith("PartitionName=booster Nodes=esb01 ")
+
+
+# --- controllers (SlurmctldHost lines) and slurmd's --conf-server -------------------------------------------------
+
+def test_one_controller_without_backup_is_the_primary_alone():
+    assert controllers("mgmt01") == ["mgmt01"]
+    assert controllers("mgmt01", "", ["mgmt01"]) == ["mgmt01"]
+    assert controllers("mgmt01", None, ["mgmt01", "mgmt02"]) == ["mgmt01"]
+
+
+def test_backup_controller_comes_second():
+    assert controllers("mgmt01", "mgmt02", ["mgmt01", "mgmt02"]) == ["mgmt01", "mgmt02"]
+    # a site may name the hosts the other way round
+    assert controllers("mgmt02", "mgmt01", ["mgmt01", "mgmt02"]) == ["mgmt02", "mgmt01"]
+
+
+def test_backup_that_is_the_primary_is_refused_by_name():
+    with pytest.raises(SlurmConfError) as exc:
+        controllers("mgmt01", "mgmt01", ["mgmt01", "mgmt02"])
+    assert "slurm_backup_controller_host: 'mgmt01' is the primary controller too" in str(exc.value)
+
+
+def test_backup_outside_the_controller_group_is_refused():
+    with pytest.raises(SlurmConfError) as exc:
+        controllers("mgmt01", "cm01", ["mgmt01", "mgmt02"])
+    assert "slurm_backup_controller_host: 'cm01' is not in the slurm_controller group (mgmt01, mgmt02)" in str(exc.value)
+    with pytest.raises(SlurmConfError, match="slurm_controller_host: 'login01' is not in"):
+        controllers("login01", "", ["mgmt01"])
+
+
+@pytest.mark.parametrize("backup", ["mgmt 02", "-x", 3, ["mgmt02"]])
+def test_backup_that_is_not_a_host_name_is_refused(backup):
+    with pytest.raises(SlurmConfError, match="slurm_backup_controller_host: .* is not a host name"):
+        controllers("mgmt01", backup)
+
+
+def test_conf_server_lists_every_controller_primary_first():
+    assert conf_server(["10.52.0.11"], 6817) == "10.52.0.11:6817"
+    assert conf_server(["10.52.0.11", "10.52.0.12"], "6817") == "10.52.0.11:6817,10.52.0.12:6817"
+
+
+@pytest.mark.parametrize("addresses, port, message", [
+    ([], 6817, "no controller address"), (["10.0.0.1"], 0, "is not a TCP port"), (["10.0.0.1"], 70000, "TCP port")])
+def test_conf_server_refuses_what_slurmd_could_not_use(addresses, port, message):
+    with pytest.raises(SlurmConfError, match=message):
+        conf_server(addresses, port)

@@ -14,7 +14,7 @@ import pytest
 from ansible_collections.msa.hpc.plugins.module_utils import _packjob as P
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient
 from ansible_collections.msa.hpc.plugins.module_utils._slurmrest import (
-    HOLD_BEGIN, RestTransport, SlurmRestError, split_script, submission)
+    RestTransport, SlurmRestError, split_script, submission)
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "slurm"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.alice-secret-part.signature"
@@ -121,12 +121,13 @@ def test_command_line_options_apply_to_the_first_component_and_win():
     assert "job" in submission(main["argv"], main["script"])
 
 
-def test_a_held_alternative_begins_far_ahead_until_released():
+def test_a_module_list_of_one_shape_is_one_job_with_the_partition_list_over_rest_too():
     job = {"name": "any", "module_list": [{"partition": "esb", "command": "a"}, {"partition": "cm", "command": "a"}]}
-    subs = P.plan(P.validate(job), token="abcd")
-    bodies = [submission(s["argv"], s["script"]) for s in subs]
-    assert [b["job"]["begin_time"] for b in bodies] == [HOLD_BEGIN, HOLD_BEGIN]
-    assert "hold" not in bodies[0]["job"]
+    (sub,) = P.plan(P.validate(job))
+    body = submission(sub["argv"], sub["script"])
+    assert body["job"]["partition"] == "esb,cm" and "begin_time" not in body["job"]
+    with pytest.raises(P.TransportError, match="--hold"):
+        submission(["sbatch", "--hold"], sub["script"])
 
 
 def test_an_sbatch_option_without_a_rest_counterpart_is_refused_by_name():
@@ -163,14 +164,11 @@ def test_submit_sends_the_user_and_token_headers_and_returns_the_job_id(slurmres
     assert "authorization" not in headers and len(body["jobs"]) == 2
 
 
-def test_release_and_cancel_address_each_job(slurmrestd):
+def test_cancel_addresses_each_job(slurmrestd):
     transport = _transport(slurmrestd)
-    transport.release([11, 12])
-    transport.cancel([13])
+    transport.cancel([13, 14])
     calls = [(m, p, b) for m, p, _h, b in FakeSlurmrestd.requests]
-    assert calls == [("POST", "/slurm/v0.0.38/job/11", {"begin_time": "now"}),
-                     ("POST", "/slurm/v0.0.38/job/12", {"begin_time": "now"}),
-                     ("DELETE", "/slurm/v0.0.38/job/13", None)]
+    assert calls == [("DELETE", "/slurm/v0.0.38/job/13", None), ("DELETE", "/slurm/v0.0.38/job/14", None)]
 
 
 @pytest.mark.parametrize("user,token", [("alice", "eyJ.wrong.token"), ("bob", TOKEN)],

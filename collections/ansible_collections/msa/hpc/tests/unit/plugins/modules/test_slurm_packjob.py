@@ -32,12 +32,20 @@ def _job(job_id, state, het_id=0, offset=4294967294, nodes="", name="coupled", u
 class FakeSlurm:
     """Answers run_command like Slurm's commands; the queue evolves by one step per squeue call."""
 
-    def __init__(self, queues, next_id=500):
+    def __init__(self, queues, next_id=500, starts=None):
         self.queues, self.next_id, self.calls = list(queues), next_id, []
+        self.starts = starts or {}   # partition -> what sbatch --test-only prints (a start time or an error)
 
     def __call__(self, argv, data=None, **kwargs):
         self.calls.append((list(argv), data))
         tool = argv[0]
+        if tool == "sbatch" and "--test-only" in argv:
+            part = next(line.split("=", 1)[1] for line in data.splitlines() if line.startswith("#SBATCH --partition="))
+            answer = self.starts[part]
+            if answer.startswith("error"):
+                return 1, "", "sbatch: %s\n" % answer
+            return 0, "", "sbatch: Job 99 to start at %s using 1 processors on nodes %s01 in partition %s\n" % (
+                answer, part, part)
         if tool == "sbatch":
             self.next_id += 10
             return 0, "%d\n" % self.next_id, ""
@@ -180,20 +188,77 @@ def test_delayed_component_is_submitted_after_the_leader_with_its_id():
     assert done.result["job_ids"] == [510, 520]
 
 
-def test_module_list_submits_held_alternatives_then_releases_them_together():
+def test_module_list_of_one_shape_is_submitted_once_with_a_partition_list():
+    args = {"name": "anywhere", "system": SYSTEM, "module_list": [
+        {"partition": "esb", "nodes": 2, "time": "5", "command": "./app"},
+        {"partition": "cm", "nodes": 2, "time": "5", "command": "./app"}]}
+    slurm = FakeSlurm([[]])
+    done = _run(args, slurm)
+    assert slurm.commands("sbatch") == [["sbatch", "--parsable"]] and not slurm.commands("scontrol")
+    (script,) = [data for argv, data in slurm.calls if argv == ["sbatch", "--parsable"]]
+    assert "#SBATCH --partition=esb,cm\n" in script
+    assert done.result["job_ids"] == [510] and done.result["winner"] is None and "estimates" not in done.result
+
+
+def _local(seconds_from_now):
+    return slurm_packjob.time.strftime("%Y-%m-%dT%H:%M:%S", slurm_packjob.time.localtime(NOW + seconds_from_now))
+
+
+NOW = 1_800_000_000
+
+
+@pytest.mark.parametrize("starts, chosen, partition", [
+    # esb: 4 nodes × 5 min starting in 10 min (slowdown 3); cm: 2 nodes × 7 min at once (slowdown 1)
+    ({"esb": 600, "cm": 0}, 1, "cm"),
+    # both start at once (slowdown 1): the shorter request (cm, 14 node-minutes against 20) wins
+    ({"esb": 0, "cm": 0}, 1, "cm"),
+    # cm waits 21 min (slowdown 4), esb 10 min (slowdown 3)
+    ({"esb": 600, "cm": 1260}, 0, "esb"),
+    # Slurm says esb cannot run it at all
+    ({"esb": "error: Batch job submission failed: Requested node configuration is not available", "cm": 3000},
+     1, "cm"),
+])
+def test_module_list_of_different_shapes_submits_the_lowest_expected_slowdown(starts, chosen, partition):
     args = {"name": "anywhere", "system": SYSTEM, "module_list": [
         {"partition": "esb", "nodes": 4, "time": "5", "command": "./app"},
         {"partition": "cm", "nodes": 2, "time": "7", "command": "./app"}]}
-    slurm = FakeSlurm([[]])
+    slurm = FakeSlurm([[]], starts={p: a if isinstance(a, str) else _local(a) for p, a in starts.items()})
+    with mock.patch.object(slurm_packjob.time, "time", lambda: NOW):
+        done = _run(args, slurm)
+    assert not done.failed, done.result
+    tests, submits = [c for c in slurm.calls if "--test-only" in c[0]], slurm.commands("sbatch")[2:]
+    assert len(tests) == 2 and submits == [["sbatch", "--parsable"]]
+    (script,) = [data for argv, data in slurm.calls if argv == ["sbatch", "--parsable"]]
+    assert "#SBATCH --partition=%s\n" % partition in script
+    assert done.result["estimates"][0]["index"] == chosen and done.result["job_ids"] == [510]
+    assert [s["components"] for s in done.result["submissions"]] == [[chosen]]
+
+
+def test_module_list_fails_naming_every_alternative_when_none_can_run():
+    args = {"name": "anywhere", "system": SYSTEM, "module_list": [
+        {"partition": "esb", "nodes": 4, "time": "5", "command": "./app"},
+        {"partition": "cm", "nodes": 2, "time": "7", "command": "./app"}]}
+    slurm = FakeSlurm([[]], starts={"esb": "error: Invalid partition", "cm": "error: Requested time limit is invalid"})
     done = _run(args, slurm)
-    assert list(slurm.commands("sbatch")) == [["sbatch", "--parsable", "--hold"]] * 2
-    assert slurm.commands("scontrol") == [["scontrol", "release", "510,520"]]
-    assert done.result["job_ids"] == [510, 520] and done.result["winner"] is None
+    assert done.failed and "module_list[0] (esb)" in done.result["msg"] and "time limit" in done.result["msg"]
+    assert slurm.commands("sbatch") == [c[0] for c in slurm.calls if "--test-only" in c[0]]
+
+
+def test_module_list_of_different_shapes_over_rest_without_sbatch_is_refused_by_name():
+    args = {"name": "anywhere", "system": SYSTEM, "transport": "rest", "rest_url": "http://127.0.0.1:1",
+            "rest_user": "alice", "rest_token": "t", "module_list": [
+                {"partition": "esb", "nodes": 4, "time": "5", "command": "./app"},
+                {"partition": "cm", "nodes": 2, "time": "7", "command": "./app"}]}
+    with mock.patch.object(slurm_packjob.RestTransport, "jobs", lambda self, user=None: []), \
+            mock.patch.object(slurm_packjob.shutil, "which", lambda name: None):
+        done = _run(args, FakeSlurm([[]]))
+    assert done.failed and done.result["msg"].startswith("module_list: the alternatives of 'anywhere' differ in shape")
+    assert "slurmrestd v0.0.38" in done.result["msg"]
 
 
 def test_a_failed_sbatch_cancels_what_was_already_submitted():
-    args = {"name": "anywhere", "module_list": [{"partition": "esb", "command": "./app"},
-                                                {"partition": "cm", "command": "./app"}]}
+    args = {"name": "anywhere", "components": [{"partition": "esb", "command": "./app"},
+                                               {"partition": "cm", "command": "./app", "delay": 5}]}
     slurm = FakeSlurm([[]])
     real = slurm.__call__
 
