@@ -16,6 +16,8 @@
                                                   for their owner (the Slurm epilog)
   POST   /nam/allocations/<id>/access             a capability for the allocation's board {capability, url, ...}
   POST   /auth/job-token                          {owner, job, ttl} -> a token for a job's code (admin)
+  POST   /auth/munge-job-token                    {credential} -> the token of a running job whose user made the
+                                                  munge credential (payload job=<id>; no other auth, see munge.py)
   POST   /nam/admin/orphans                       {live_jobs: [...]} | {owner} | {job}, dry_run   (admin)
   GET    /nam/admin/check                         invariants of the state (admin)
   GET    /gce/limits                              Table 1 limits, what is in use and what is left
@@ -40,12 +42,14 @@ import json
 import logging
 import re
 import socket
+import subprocess
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.msa.hpc.plugins.module_utils import _gce as G
 from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, parse_size
 from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
+from msa_sim.nammgr import munge
 from msa_sim.nammgr.store import StoreError
 
 log = logging.getLogger("nam-manager")
@@ -317,6 +321,20 @@ def job_token(mgr, who, body, query):
     if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 < ttl <= mgr.job_token_ttl:
         raise ApiError(400, "invalid", "ttl %r is not between 1 and %d seconds" % (ttl, mgr.job_token_ttl))
     tok, expires = mgr.auth.issue_job(owner, job, ttl)
+    return 201, {"token": tok, "expires": expires, "owner": owner, "job": job}
+
+
+@route("POST", "/auth/munge-job-token", open_route=True)
+def munge_job_token(mgr, who, body, query):
+    try:
+        owner, job = munge.owner_and_job(body.get("credential"))
+    except munge.MungeError as exc:
+        raise ApiError(exc.status, "unauthorized" if exc.status == 401 else "forbidden" if exc.status == 403
+                       else "invalid", str(exc), field="credential") from None
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        raise ApiError(503, "unavailable", "cannot check the munge credential: %s" % exc) from None
+    tok, expires = mgr.auth.issue_job(_ident(owner, "owner", True), job, mgr.job_token_ttl)
+    log.info("job token for job %s of %s handed over on a munge credential", job, owner)
     return 201, {"token": tok, "expires": expires, "owner": owner, "job": job}
 
 

@@ -8,7 +8,9 @@ bytes by offset. Standard library only (python3 on any node).
         assert nam.get(0, 5) == b"hello"
 
 The job's token comes from the controller's NAM prolog (``.msa-nam-<jobid>.token`` in the job's working directory,
-mode 0600); the manager's URL and CA from ``/etc/nam-manager/job.conf`` (``url=``, ``ca_path=``) or
+mode 0600); where that directory is not shared with the job's nodes, the library proves the job's user to the
+manager with a munge credential (``munge -n -s job=<id>``) and the manager hands the same token over to a running
+job of that uid that holds NAM or GCE. The manager's URL and CA from ``/etc/nam-manager/job.conf`` (``url=``, ``ca_path=``) or
 NAM_MANAGER_URL / NAM_MANAGER_CA_PATH / MSA_NAM_TOKEN(_FILE). The manager answers an attach with a capability for
 the allocation's board; the data then moves between the job and the NAM board directly, over TLS, never through
 the manager. Every offset and length is checked here and again on the board.
@@ -20,6 +22,7 @@ import json
 import os
 import socket
 import ssl
+import subprocess
 import urllib.parse
 
 DEFAULT_CONF = "/etc/nam-manager/job.conf"
@@ -55,8 +58,9 @@ def job_id(env):
     return env.get("SLURM_HET_JOB_ID") or env.get("SLURM_JOB_ID")
 
 
-def find_token(env):
-    """The job's token: MSA_NAM_TOKEN, the file MSA_NAM_TOKEN_FILE, or the prolog's file in the job's directory."""
+def find_token(env, conn=None):
+    """The job's token: MSA_NAM_TOKEN, the file MSA_NAM_TOKEN_FILE, the prolog's file in the job's directory, or
+    (with ``conn``, the manager's Connection) the manager's answer to a munge credential of this job's user."""
     if env.get("MSA_NAM_TOKEN"):
         return env["MSA_NAM_TOKEN"].strip()
     candidates = [env["MSA_NAM_TOKEN_FILE"]] if env.get("MSA_NAM_TOKEN_FILE") else []
@@ -71,8 +75,28 @@ def find_token(env):
                 return fh.read().strip()
         except FileNotFoundError:
             continue
+    if jid and conn is not None:
+        return munge_token(conn, jid)
     raise NamError("no NAM/GCE token for this job (looked for %s): the job needs --network-attached-memory or "
                    "--global-collective-engine" % (", ".join(candidates) or "MSA_NAM_TOKEN"))
+
+
+def munge_token(conn, jid):
+    """The job's token from the manager, for a munge credential of the calling user naming job ``jid``."""
+    try:
+        proc = subprocess.run(["munge", "-n", "-s", "job=%s" % jid], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise NamError("no NAM/GCE token file for job %s, and munge cannot run: %s" % (jid, exc)) from None
+    if proc.returncode != 0:
+        raise NamError("no NAM/GCE token file for job %s, and munge failed: %s"
+                       % (jid, proc.stderr.decode(errors="replace").strip()))
+    status, raw = conn.call("POST", "/auth/munge-job-token",
+                            json.dumps({"credential": proc.stdout.decode().strip()}).encode(),
+                            {"Content-Type": "application/json"})
+    if status != 201:
+        raise error_of(status, raw, "job %s's NAM/GCE token (the job needs --network-attached-memory or "
+                                    "--global-collective-engine)" % jid)
+    return json.loads(raw)["token"]
 
 
 def _context(ca_path):
@@ -135,10 +159,10 @@ class Manager:
         if not url:
             raise NamError("the NAM manager's URL is not known (NAM_MANAGER_URL or url= in %s)" % DEFAULT_CONF)
         self.ca_path = ca_path or env.get("NAM_MANAGER_CA_PATH") or conf.get("ca_path")
-        self.token = token or find_token(env)
         self.env = env
         self.timeout = timeout
         self.conn = Connection(url, self.ca_path, timeout)
+        self.token = token or find_token(env, self.conn)
 
     def call(self, method, path, body=None, ok=(200, 201)):
         data = json.dumps(body).encode() if body is not None else None
