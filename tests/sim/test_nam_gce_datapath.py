@@ -4,6 +4,7 @@ against a real manager and real NAM and GCE board processes (msa_sim.rma), all o
 from __future__ import annotations
 
 import array
+import concurrent.futures
 import functools
 import http.client
 import json
@@ -386,3 +387,30 @@ def test_another_users_job_gets_no_capability_for_a_communicator(system):
         bob.call("POST", "/gce/communicators/%d/access" % comm["id"])
     assert exc.value.status == 403
     assert system.admin("DELETE", "/gce/jobs/160")["released"] == [comm["id"]]
+
+
+def test_slurm_comm_without_mpi_gathers_broadcasts_and_reduces_over_tcp():
+    """SlurmComm: the tasks of one srun step as a communicator (no MPI on the node), over real sockets."""
+    size, port = 3, 20000 + random.Random().randrange(20000)
+    big = array.array("q", range(1000))
+
+    def body(rank):
+        env = {"SLURM_PROCID": str(rank), "SLURM_NTASKS": str(size), "SLURM_JOB_ID": "7",
+               "SLURM_STEP_NODELIST": "localhost"}
+        comm = msa_gce.SlurmComm(env, port=port, timeout=30, root_host="127.0.0.1")
+        try:
+            return (comm.allgather("r%d" % rank), comm.bcast({"v": rank}, root=1), comm.allreduce(rank + 2, "prod"),
+                    comm.allreduce(big, "sum"), comm.allreduce([rank], "max"))
+        finally:
+            comm.barrier()
+            comm.close()
+    with concurrent.futures.ThreadPoolExecutor(size) as pool:
+        results = list(pool.map(body, range(size)))
+    for gathered, bcast, prod, total, most in results:
+        assert gathered == ["r0", "r1", "r2"] and bcast == {"v": 1} and prod == 24 and most == [2]
+        assert total == [3 * v for v in big]
+
+
+def test_slurm_comm_names_what_is_missing_outside_a_step():
+    with pytest.raises(msa_gce.NamError, match="not a task of an srun step .*SLURM_PROCID"):
+        msa_gce.SlurmComm({"SLURM_NTASKS": "2"})

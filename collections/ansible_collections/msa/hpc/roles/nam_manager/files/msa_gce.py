@@ -12,6 +12,10 @@ anything with rank, size, bcast, allreduce, allgather and barrier).
     gce.barrier()
     gce.close()
 
+Without MPI (no mpi4py on the node), ``SlurmComm()`` is a communicator of the tasks of one ``srun`` step, built
+from Slurm's environment (SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST): rank 0 on the step's first node serves
+the other ranks over TCP, JSON only (no pickle). Its collectives are the "software collective" of such a job.
+
 The decision to fall back depends only on the call's arguments and the communicator, so every rank takes the same
 path. A rank that never arrives fails the operation on every rank with an error naming it (GceError), after the
 timeout; nothing hangs.
@@ -19,7 +23,11 @@ timeout; nothing hangs.
 from __future__ import annotations
 
 import array
+import json
+import os
 import socket
+import subprocess
+import time
 
 from msa_nam import Connection, Manager, NamError, error_of
 
@@ -72,6 +80,128 @@ def encode(values):
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
             return "d", array.array("d", values), scalar
     return None, "type %s has no GCE data type (numbers, lists of numbers, array.array)" % type(values).__name__, False
+
+
+class SlurmComm:
+    """The tasks of one srun step as a communicator, without MPI: ``rank``, ``size``, ``allgather``, ``bcast``,
+    ``barrier`` and ``allreduce`` (of numbers, or element-wise of equal-length sequences) through rank 0, which
+    listens on ``port`` (by default one derived from the job and step ids) of the step's first node."""
+
+    def __init__(self, env=None, port=None, timeout=60, root_host=None):
+        env = os.environ if env is None else env
+        try:
+            self.rank, self.size = int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"])
+            job, step = int(env["SLURM_JOB_ID"]), int(env.get("SLURM_STEP_ID", "0"))
+            nodelist = env["SLURM_STEP_NODELIST"]
+        except (KeyError, ValueError) as exc:
+            raise NamError("not a task of an srun step (%s): SlurmComm needs SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_ID "
+                           "and SLURM_STEP_NODELIST" % exc) from None
+        self.port = int(port or 20000 + (job * 16 + step) % 20000)
+        self.timeout = timeout
+        self.peers = []
+        if self.size == 1:
+            return
+        if self.rank == 0:
+            self._serve()
+        else:
+            self._connect(root_host or self._first_node(nodelist))
+
+    @staticmethod
+    def _first_node(nodelist):
+        proc = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, timeout=30,
+                              check=False)
+        nodes = proc.stdout.decode().split()
+        if proc.returncode != 0 or not nodes:
+            raise NamError("cannot expand the step's node list %r: %s" % (nodelist, proc.stderr.decode().strip()))
+        return nodes[0]
+
+    def _serve(self):
+        with socket.create_server(("", self.port), reuse_port=False) as srv:
+            srv.settimeout(self.timeout)
+            peers = {}
+            while len(peers) < self.size - 1:
+                try:
+                    sock, _ = srv.accept()
+                except socket.timeout:
+                    raise NamError("SlurmComm: %d of %d ranks reached rank 0 on port %d within %d s"
+                                   % (len(peers) + 1, self.size, self.port, self.timeout)) from None
+                sock.settimeout(self.timeout)
+                fh = sock.makefile("rwb")
+                hello = json.loads(fh.readline() or b"{}")
+                rank = hello.get("rank")
+                if not isinstance(rank, int) or not 0 < rank < self.size or rank in peers:
+                    sock.close()
+                    continue
+                peers[rank] = (sock, fh)
+            self.peers = [peers[r] for r in range(1, self.size)]
+
+    def _connect(self, host):
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                sock = socket.create_connection((host, self.port), timeout=self.timeout)
+                break
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    raise NamError("SlurmComm: rank %d cannot reach rank 0 at %s:%d: %s"
+                                   % (self.rank, host, self.port, exc)) from None
+                time.sleep(0.2)
+        fh = sock.makefile("rwb")
+        fh.write(json.dumps({"rank": self.rank}).encode() + b"\n")
+        fh.flush()
+        self.peers = [(sock, fh)]
+
+    @staticmethod
+    def _send(fh, obj):
+        fh.write(json.dumps(obj, default=lambda o: o.tolist()).encode() + b"\n")
+        fh.flush()
+
+    @staticmethod
+    def _recv(fh):
+        line = fh.readline()
+        if not line:
+            raise NamError("SlurmComm: a rank left the communicator")
+        return json.loads(line)
+
+    def allgather(self, obj):
+        """Every rank's ``obj`` (JSON values; array.array as a list), in rank order, on every rank."""
+        if self.size == 1:
+            return [json.loads(json.dumps(obj, default=lambda o: o.tolist()))]
+        if self.rank == 0:
+            everything = [json.loads(json.dumps(obj, default=lambda o: o.tolist()))]
+            everything += [self._recv(fh) for _, fh in self.peers]
+            for _, fh in self.peers:
+                self._send(fh, everything)
+            return everything
+        self._send(self.peers[0][1], obj)
+        return self._recv(self.peers[0][1])
+
+    def bcast(self, obj, root=0):
+        return self.allgather(obj if self.rank == root else None)[root]
+
+    def barrier(self):
+        self.allgather(None)
+
+    def allreduce(self, value, op="sum"):
+        if not isinstance(op, str) or op not in SOFTWARE:
+            raise NamError("SlurmComm reduces with %s, not %r" % (", ".join(SOFTWARE), op), "op", op)
+        func = SOFTWARE[op]
+        gathered = self.allgather(value)
+        if isinstance(value, (list, tuple, array.array)):
+            result = list(gathered[0])
+            for other in gathered[1:]:
+                result = [func(a, b) for a, b in zip(result, other)]
+            return result
+        result = gathered[0]
+        for other in gathered[1:]:
+            result = func(result, other)
+        return result
+
+    def close(self):
+        for sock, fh in self.peers:
+            fh.close()
+            sock.close()
+        self.peers = []
 
 
 class Gce:
