@@ -121,7 +121,7 @@ class SlurmComm:
             peers = {}
             while len(peers) < self.size - 1:
                 try:
-                    sock, _ = srv.accept()
+                    sock = srv.accept()[0]
                 except socket.timeout:
                     raise NamError("SlurmComm: %d of %d ranks reached rank 0 on port %d within %d s"
                                    % (len(peers) + 1, self.size, self.port, self.timeout)) from None
@@ -169,9 +169,9 @@ class SlurmComm:
             return [json.loads(json.dumps(obj, default=lambda o: o.tolist()))]
         if self.rank == 0:
             everything = [json.loads(json.dumps(obj, default=lambda o: o.tolist()))]
-            everything += [self._recv(fh) for _, fh in self.peers]
-            for _, fh in self.peers:
-                self._send(fh, everything)
+            everything += [self._recv(peer[1]) for peer in self.peers]
+            for peer in self.peers:
+                self._send(peer[1], everything)
             return everything
         self._send(self.peers[0][1], obj)
         return self._recv(self.peers[0][1])
