@@ -43,6 +43,8 @@ def check(binary, *args):
     ("module-list", "cm,esb", "cm,esb"), ("network-attached-memory", "1G", "1G"),
     ("network-attached-memory", "512MiB:nonvolatile", "512MiB:nonvolatile"),
     ("global-collective-engine", None, "enabled"), ("global-collective-engine", "disabled", "disabled"),
+    # what an srun inside an `sbatch --global-collective-engine` job reads back from the job's environment
+    ("global-collective-engine", "(null)", "enabled"),
 ])
 def test_spank_accepts(opts_binary, name, value, carried):
     rc, out = check(opts_binary, name, *([value] if value is not None else []))

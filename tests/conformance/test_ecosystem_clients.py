@@ -93,15 +93,19 @@ def test_community_general_redfish_modules_work_on_every_category(served, capsys
     assert info["Systems"]["boot_order"]["entries"][0][1][0]["BootOptionReference"] == "Boot0001"
 
 
-def test_sushy_reads_and_drives_the_bmc(served, monkeypatch):
+def test_sushy_reads_and_drives_the_bmc(served, monkeypatch, request):
     import sushy
+    import sushy.auth
 
     # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override a session's `verify`, which is how sushy passes
     # its CA: point them at the same CA, so verification stays on whatever the environment says
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", served["ca"])
     monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
-    root = sushy.Sushy(served["url"] + "/redfish/v1", username="ops", password=USERS["ops"][0],
-                       verify=served["ca"])
+    # the session is deleted while the BMC still answers: left to Sushy.__del__, the DELETE would retry with back-off
+    # against the stopped BMC in whichever thread collects it later (a later test's BMC thread: its client timed out)
+    auth = sushy.auth.SessionOrBasicAuth(username="ops", password=USERS["ops"][0])
+    request.addfinalizer(auth.close)
+    root = sushy.Sushy(served["url"] + "/redfish/v1", auth=auth, verify=served["ca"])
     system = root.get_system("/redfish/v1/Systems/1")
     assert system.manufacturer == "MSA Simulated Systems"
     system.reset_system(sushy.RESET_ON)

@@ -182,7 +182,9 @@ int msa_check(int opt, const char *value, char *out, size_t outlen, char *err, s
 		break;
 	}
 	case MSA_GCE:
-		if (!value || !value[0])
+		/* "(null)": how sbatch/salloc pass a flag given without a value on to the job's environment (glibc's
+		 * printf of a NULL optarg), which an srun inside the job reads back */
+		if (!value || !value[0] || !strcmp(value, "(null)"))
 			v = "enabled";
 		else if (strcmp(value, "enabled") && strcmp(value, "disabled"))
 			return fail(err, errlen, opt, value, "neither enabled nor disabled");
