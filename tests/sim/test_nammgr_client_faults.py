@@ -5,6 +5,8 @@ from __future__ import annotations
 import http.client
 import io
 import os
+import pwd
+import stat
 
 import pytest
 
@@ -25,10 +27,12 @@ def manager():
 
 @pytest.fixture(autouse=True)
 def squeue(tmp_path, monkeypatch):
-    """The hooks read the job with squeue --json: job 42 of bob asking 1M of NAM with one nam licence."""
+    """The hooks read the job with squeue --json: job 42 of this test's user asking 1M of NAM with one nam licence
+    (the prolog writes the job's token file as the job's user, in its working directory)."""
     record = tmp_path / "job.json"
-    record.write_text(squeue_json({"job_id": 42, "comment": "nam=1M", "licenses": "nam:1"}, user_name="bob",
-                                  current_working_directory=str(tmp_path)))
+    record.write_text(squeue_json({"job_id": 42, "comment": "nam=1M", "licenses": "nam:1"},
+                                  user_name=pwd.getpwuid(os.getuid()).pw_name, user_id=os.getuid(),
+                                  group_id=os.getgid(), current_working_directory=str(tmp_path)))
     (tmp_path / "squeue").write_text("#!/bin/sh\ncat %s\n" % record)
     (tmp_path / "squeue").chmod(0o755)
     monkeypatch.setenv("PATH", "%s:%s" % (tmp_path, os.environ["PATH"]))
@@ -60,18 +64,25 @@ def test_the_prolog_requeues_with_a_sentence_when_the_manager_dies_mid_answer(ma
     assert manager.count("POST") == 1
 
 
-def test_the_prolog_finds_the_allocation_its_lost_answer_made_and_does_not_allocate_twice(manager):
-    manager.script = ["half", ("answer", 200, {"allocations": [dict(ALLOC, job="41"), ALLOC]})]
+TOKEN = ("answer", 201, {"token": "job.b3duZXI.sig", "owner": "x", "job": "42", "expires": 1})
+
+
+def test_the_prolog_finds_the_allocation_its_lost_answer_made_and_does_not_allocate_twice(manager, tmp_path):
+    manager.script = ["half", ("answer", 200, {"allocations": [dict(ALLOC, job="41"), ALLOC]}), TOKEN]
     rc, out, err = prolog(manager.url)
     assert rc == 0 and "allocation 3 of 1MiB on nam01" in out, err
-    assert manager.count("POST") == 1
+    assert manager.count("POST", "/nam/allocations") == 1
     assert manager.count("GET", "/nam/allocations?name=slurm-42") == 1
+    # the job's token for its own code, readable by the job's user only
+    token = tmp_path / ".msa-nam-42.token"
+    assert token.read_text() == "job.b3duZXI.sig\n" and stat.S_IMODE(token.stat().st_mode) == 0o600
 
 
 def test_the_prolog_allocates_again_when_the_lost_post_made_nothing(manager):
-    manager.script = ["drop", ("answer", 200, {"allocations": []}), ("answer", 201, ALLOC)]
+    manager.script = ["drop", ("answer", 200, {"allocations": []}), ("answer", 201, ALLOC), TOKEN]
     assert prolog(manager.url)[0] == 0
-    assert [m for m, _, _ in manager.seen] == ["POST", "GET", "POST"]
+    assert [(m, p) for m, p, _ in manager.seen] == [("POST", "/nam/allocations"), ("GET", "/nam/allocations?name=slurm-42"),
+                                                    ("POST", "/nam/allocations"), ("POST", "/auth/job-token")]
 
 
 def test_a_refused_connection_is_not_done():
@@ -97,10 +108,14 @@ def test_an_answer_of_the_manager_keeps_its_status_and_code(manager):
     assert str(err.value) == "POST /nam/allocations: HTTP 409: no contiguous free segment"
 
 
-def test_the_epilog_frees_again_when_the_answer_of_the_free_was_lost(manager):
-    manager.script = ["drop", ("answer", 200, {"freed": [3], "bytes": 1 << 20}), ("answer", 200, {"released": []})]
+def test_the_epilog_frees_again_when_the_answer_of_the_free_was_lost(manager, tmp_path):
+    (tmp_path / ".msa-nam-42.token").write_text("job.x.y\n")
+    manager.script = ["drop", ("answer", 200, {"freed": [3], "bytes": 1 << 20, "kept": []}),
+                      ("answer", 200, {"released": []})]
     out, err = io.StringIO(), io.StringIO()
     env = {"SLURM_JOB_ID": "42", "NAM_MANAGER_URL": manager.url, "NAM_MANAGER_CLIENT_CONF": "/nonexistent"}
     assert C.main(["epilog"], env=env, out=out, err=err) == 0
     assert "freed allocations [3] (1MiB)" in out.getvalue(), err.getvalue()
-    assert manager.count("DELETE", "/nam/jobs/42") == 2 and manager.count("DELETE", "/gce/jobs/42") == 1
+    # volatile allocations freed, non-volatile ones kept for the owner's next job; the token file removed
+    assert manager.count("DELETE", "/nam/jobs/42?keep=nonvolatile") == 2 and manager.count("DELETE", "/gce/jobs/42") == 1
+    assert not (tmp_path / ".msa-nam-42.token").exists()

@@ -37,7 +37,7 @@ def test_a_full_config_gives_every_board_its_capacity_aat_and_reserve():
     assert (nam01["capacity"], nam01["nonvolatile_capacity"], nam01["aat_size"], nam01["reserve_percent"]) == \
         (64 << 30, 1 << 40, 128, 10.0)
     assert (nam02["aat_size"], nam02["reserve_percent"], nam02["node_id"]) == (64, 0.0, None)
-    assert cfg.gce_devices == [{"name": "gce01", "node_id": 130}]
+    assert cfg.gce_devices == [{"name": "gce01", "node_id": 130, "data_url": ""}]
 
 
 @pytest.mark.parametrize("text, fragment", [

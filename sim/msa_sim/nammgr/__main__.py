@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """CLI of the NAM/GCE manager: ``python3 -m msa_sim.nammgr serve|check|hash-password``."""
+from __future__ import annotations
 
 import argparse
 import getpass
@@ -14,6 +13,8 @@ import threading
 from msa_sim.nammgr import config as C
 from msa_sim.nammgr.api import Manager, Server
 from msa_sim.nammgr.auth import AuthError, Authenticator, hash_password
+from msa_sim.nammgr.datapath import DataPath
+from msa_sim.rma.capability import CapabilityError
 from msa_sim.nammgr.store import Store, StoreError
 
 log = logging.getLogger("nam-manager")
@@ -39,8 +40,8 @@ def serve(args):
                             "--insecure-no-tls for tests only)" % args.config)
     store = open_store(cfg)
     auth = Authenticator(cfg.users_file, os.path.join(cfg.state_dir, "token.key"), cfg.token_ttl)
-    server = Server((args.listen or cfg.listen, cfg.port if args.port is None else args.port), Manager(store, auth),
-                    tls=cfg.tls)
+    manager = Manager(store, auth, DataPath.from_config(cfg), cfg.job_token_ttl)
+    server = Server((args.listen or cfg.listen, cfg.port if args.port is None else args.port), manager, tls=cfg.tls)
     host, port = server.server_address[:2]
     log.info("serving %d NAM and %d GCE devices on %s://%s:%d (state %s)", len(cfg.nam_devices),
              len(cfg.gce_devices), server.scheme, host, port, cfg.db_path)
@@ -103,7 +104,7 @@ def main(argv=None):
                         format="nam-manager[%(process)d] %(levelname)s %(message)s")
     try:
         return {"serve": serve, "check": check, "hash-password": hash_cmd}[args.cmd](args)
-    except (C.ConfigError, AuthError) as exc:
+    except (C.ConfigError, AuthError, CapabilityError) as exc:
         print("nam-manager: %s" % exc, file=sys.stderr)
         return 2
     except StoreError as exc:

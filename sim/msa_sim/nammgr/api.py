@@ -1,6 +1,4 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """REST API of the NAM/GCE manager (JSON over HTTP/1.1; basic auth or a bearer token on all but /health).
 
   GET    /health                                  {"ok": true, "schema_version": 1, ...}   (no auth)
@@ -13,7 +11,13 @@ from __future__ import annotations
   DELETE /nam/allocations/<id>                    free it (and its AAT entries)
   POST   /nam/allocations/<id>/attach             {node, vpid} -> 201 AAT entry (200 when already attached)
   POST   /nam/allocations/<id>/detach             {node, vpid} -> {"detached": bool}
-  GET    /nam/jobs/<job>, DELETE /nam/jobs/<job>  a job's allocations; free them all (idempotent)
+  GET    /nam/jobs/<job>, DELETE /nam/jobs/<job>  a job's allocations; free them all (idempotent);
+                                                  ?keep=nonvolatile: free the volatile ones, keep the others
+                                                  for their owner (the Slurm epilog)
+  POST   /nam/allocations/<id>/access             a capability for the allocation's board {capability, url, ...}
+  POST   /auth/job-token                          {owner, job, ttl} -> a token for a job's code (admin)
+  POST   /auth/munge-job-token                    {credential} -> the token of a running job whose user made the
+                                                  munge credential (payload job=<id>; no other auth, see munge.py)
   POST   /nam/admin/orphans                       {live_jobs: [...]} | {owner} | {job}, dry_run   (admin)
   GET    /nam/admin/check                         invariants of the state (admin)
   GET    /gce/limits                              Table 1 limits, what is in use and what is left
@@ -22,10 +26,15 @@ from __future__ import annotations
   GET    /gce/communicators/<id>, DELETE ...      one communicator; release it
   POST   /gce/communicators/<id>/operations       {op, datatype, size} -> 201 {icid}, or 200 fallback
   DELETE /gce/communicators/<id>/operations/<icid>
+  POST   /gce/communicators/<id>/access           a capability for the communicator's GCE board
   DELETE /gce/jobs/<job>, POST /gce/admin/orphans like their NAM counterparts
 
 Errors answer ``{"error": {"code": ..., "message": ...}}`` with 400, 401, 403, 404 or 409.
+
+A job token (a principal with ``job`` set, for the owner, role user) reaches only the routes marked ``job_ok``:
+the owner's own allocations (read, attach, access) and communicators (create for the job, read, access, release).
 """
+from __future__ import annotations
 
 import base64
 import binascii
@@ -33,12 +42,14 @@ import json
 import logging
 import re
 import socket
+import subprocess
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.msa.hpc.plugins.module_utils import _gce as G
 from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, parse_size
 from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
+from msa_sim.nammgr import munge
 from msa_sim.nammgr.store import StoreError
 
 log = logging.getLogger("nam-manager")
@@ -79,9 +90,23 @@ def _process(value, field):
 class Manager:
     """The operations behind the API, with the ownership rules: users act on their own, admins on all."""
 
-    def __init__(self, store, auth):
+    def __init__(self, store, auth, data=None, job_token_ttl=86400):
         self.store = store
         self.auth = auth
+        self.data = data
+        self.job_token_ttl = job_token_ttl
+
+    def datapath(self):
+        if self.data is None:
+            raise ApiError(409, "no_data_path", "the manager has no device_key_file: it issues no capabilities for "
+                           "the boards' data paths")
+        return self.data
+
+    def retire(self, allocs):
+        """Tell the boards to scrub what was just freed (after the commit; best effort, see DataPath.retire)."""
+        if self.data is not None:
+            for alloc in allocs:
+                self.data.retire(alloc)
 
     @staticmethod
     def _owner(who, body):
@@ -129,8 +154,8 @@ class Manager:
         root = _process(body["root"], "root") if body.get("root") is not None else procs[0]
         if root not in procs:
             raise ApiError(400, "invalid", "root node %s vpid %d is not among the members" % root)
-        return self.store.create_communicator(procs, root, owner, name=_ident(body.get("name"), "name"),
-                                              job=_ident(body.get("job"), "job"))
+        job = who.job if who.job is not None else _ident(body.get("job"), "job")
+        return self.store.create_communicator(procs, root, owner, name=_ident(body.get("name"), "name"), job=job)
 
     def gce_limits(self):
         in_use, devices = self.store.gce_usage()
@@ -207,7 +232,7 @@ class Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         try:
             body = self._body() if method in ("POST", "PUT", "DELETE") else {}
-            for route_method, pattern, func, open_route in self.routes:
+            for route_method, pattern, func, open_route, job_ok in self.routes:
                 m = pattern.match(url.path.rstrip("/") or "/")
                 if m is None:
                     continue
@@ -220,9 +245,12 @@ class Handler(BaseHTTPRequestHandler):
                         return self._error(401, "unauthorized", "authentication required (basic auth with a user of "
                                            "users.conf, or a bearer token from POST /auth/token)",
                                            {"WWW-Authenticate": 'Basic realm="nam-manager"'})
+                    if who.job is not None and not job_ok:
+                        return self._error(403, "forbidden", "a job's token may not %s %s (only its owner's "
+                                           "allocations and communicators)" % (method, url.path))
                 status, payload = func(self.server.manager, who, body, query, *m.groups())
                 return self._send(status, payload)
-            if any(p.match(url.path.rstrip("/") or "/") for _, p, _, _ in self.routes):
+            if any(r[1].match(url.path.rstrip("/") or "/") for r in self.routes):
                 return self._error(405, "method_not_allowed", "%s is not allowed on %s" % (method, url.path))
             return self._error(404, "not_found", "no such endpoint: %s" % url.path)
         except StoreError as exc:
@@ -241,9 +269,9 @@ class Handler(BaseHTTPRequestHandler):
         self._dispatch("DELETE")
 
 
-def route(method, pattern, open_route=False):
+def route(method, pattern, open_route=False, job_ok=False):
     def wrap(func):
-        Handler.routes.append((method, re.compile("^" + pattern + "$"), func, open_route))
+        Handler.routes.append((method, re.compile("^" + pattern + "$"), func, open_route, job_ok))
         return func
     return wrap
 
@@ -285,6 +313,31 @@ def token(mgr, who, body, query):
     return 201, {"token": tok, "expires": expires, "user": who.name, "role": who.role}
 
 
+@route("POST", "/auth/job-token")
+def job_token(mgr, who, body, query):
+    _admin(who)
+    owner, job = _ident(body.get("owner"), "owner", True), _ident(body.get("job"), "job", True)
+    ttl = body.get("ttl", mgr.job_token_ttl)
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 < ttl <= mgr.job_token_ttl:
+        raise ApiError(400, "invalid", "ttl %r is not between 1 and %d seconds" % (ttl, mgr.job_token_ttl))
+    tok, expires = mgr.auth.issue_job(owner, job, ttl)
+    return 201, {"token": tok, "expires": expires, "owner": owner, "job": job}
+
+
+@route("POST", "/auth/munge-job-token", open_route=True)
+def munge_job_token(mgr, who, body, query):
+    try:
+        owner, job = munge.owner_and_job(body.get("credential"))
+    except munge.MungeError as exc:
+        raise ApiError(exc.status, "unauthorized" if exc.status == 401 else "forbidden" if exc.status == 403
+                       else "invalid", str(exc), field="credential") from None
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        raise ApiError(503, "unavailable", "cannot check the munge credential: %s" % exc) from None
+    tok, expires = mgr.auth.issue_job(_ident(owner, "owner", True), job, mgr.job_token_ttl)
+    log.info("job token for job %s of %s handed over on a munge credential", job, owner)
+    return 201, {"token": tok, "expires": expires, "owner": owner, "job": job}
+
+
 @route("GET", "/nam/devices")
 def nam_devices(mgr, who, body, query):
     return 200, {"devices": mgr.store.nam_devices()}
@@ -302,7 +355,7 @@ def nam_allocate(mgr, who, body, query):
     return 201, mgr.allocate(who, body)
 
 
-@route("GET", "/nam/allocations")
+@route("GET", "/nam/allocations", job_ok=True)
 def nam_list(mgr, who, body, query):
     owner = query.get("owner")
     if not who.admin:
@@ -313,7 +366,7 @@ def nam_list(mgr, who, body, query):
                                                       device=query.get("device"))}
 
 
-@route("GET", "/nam/allocations/([^/]+)")
+@route("GET", "/nam/allocations/([^/]+)", job_ok=True)
 def nam_get(mgr, who, body, query, alloc_id):
     alloc = mgr.store.get(_int_id(alloc_id, "NAM allocation"))
     if alloc is None:
@@ -327,17 +380,18 @@ def nam_get(mgr, who, body, query, alloc_id):
 @route("DELETE", "/nam/allocations/([^/]+)")
 def nam_free(mgr, who, body, query, alloc_id):
     alloc = mgr.store.free(_int_id(alloc_id, "NAM allocation"), _as_user(who))
+    mgr.retire([alloc])
     return 200, {"freed": alloc, "detached": len(alloc["attachments"])}
 
 
-@route("POST", "/nam/allocations/([^/]+)/attach")
+@route("POST", "/nam/allocations/([^/]+)/attach", job_ok=True)
 def nam_attach(mgr, who, body, query, alloc_id):
     node, vpid = _process(body, "process")
     entry, created = mgr.store.attach(_int_id(alloc_id, "NAM allocation"), node, vpid, _as_user(who))
     return (201 if created else 200), dict(entry, created=created)
 
 
-@route("POST", "/nam/allocations/([^/]+)/detach")
+@route("POST", "/nam/allocations/([^/]+)/detach", job_ok=True)
 def nam_detach(mgr, who, body, query, alloc_id):
     node, vpid = _process(body, "process")
     return 200, {"detached": mgr.store.detach(_int_id(alloc_id, "NAM allocation"), node, vpid, _as_user(who))}
@@ -351,8 +405,27 @@ def nam_job(mgr, who, body, query, job):
 
 @route("DELETE", "/nam/jobs/([^/]+)")
 def nam_free_job(mgr, who, body, query, job):
-    freed = mgr.store.free_where(job=_ident(job, "job"), user=_as_user(who))
-    return 200, {"job": job, "freed": [a["id"] for a in freed], "bytes": sum(a["size"] for a in freed)}
+    keep = query.get("keep")
+    if keep not in (None, "nonvolatile"):
+        raise ApiError(400, "invalid", "keep %r is not nonvolatile" % keep)
+    if keep:
+        freed, kept = mgr.store.end_job(_ident(job, "job"), _as_user(who))
+    else:
+        freed, kept = mgr.store.free_where(job=_ident(job, "job"), user=_as_user(who)), []
+    mgr.retire(freed)
+    return 200, {"job": job, "freed": [a["id"] for a in freed], "bytes": sum(a["size"] for a in freed),
+                 "kept": [a["id"] for a in kept]}
+
+
+@route("POST", "/nam/allocations/([^/]+)/access", job_ok=True)
+def nam_access(mgr, who, body, query, alloc_id):
+    alloc = mgr.store.get(_int_id(alloc_id, "NAM allocation"))
+    if alloc is None:
+        raise ApiError(404, "not_found", "NAM allocation %s does not exist" % alloc_id, id=alloc_id)
+    if not who.admin and alloc["owner"] != who.name:
+        raise ApiError(403, "not_owner", "NAM allocation %s belongs to %s, not to %s"
+                       % (alloc_id, alloc["owner"], who.name), id=alloc["id"])
+    return 201, mgr.datapath().nam_access(alloc, who)
 
 
 def _orphan_args(body):
@@ -385,12 +458,12 @@ def nam_check(mgr, who, body, query):
     return 200, {"ok": not problems, "problems": problems}
 
 
-@route("GET", "/gce/limits")
+@route("GET", "/gce/limits", job_ok=True)
 def gce_limits(mgr, who, body, query):
     return 200, mgr.gce_limits()
 
 
-@route("POST", "/gce/communicators")
+@route("POST", "/gce/communicators", job_ok=True)
 def gce_create(mgr, who, body, query):
     comm, fb = mgr.create_communicator(who, body)
     if fb is not None:
@@ -398,13 +471,13 @@ def gce_create(mgr, who, body, query):
     return 201, dict(comm, created=True, fallback=None, limits_left=mgr.gce_limits()["left"])
 
 
-@route("GET", "/gce/communicators")
+@route("GET", "/gce/communicators", job_ok=True)
 def gce_list(mgr, who, body, query):
     owner = None if who.admin else who.name
     return 200, {"communicators": mgr.store.communicators(name=query.get("name"), job=query.get("job"), owner=owner)}
 
 
-@route("GET", "/gce/communicators/([^/]+)")
+@route("GET", "/gce/communicators/([^/]+)", job_ok=True)
 def gce_get(mgr, who, body, query, comm_id):
     comm = mgr.store.communicator(_int_id(comm_id, "GCE communicator"))
     if comm is None:
@@ -415,7 +488,13 @@ def gce_get(mgr, who, body, query, comm_id):
     return 200, comm
 
 
-@route("DELETE", "/gce/communicators/([^/]+)")
+@route("POST", "/gce/communicators/([^/]+)/access", job_ok=True)
+def gce_access(mgr, who, body, query, comm_id):
+    comm = gce_get(mgr, who, body, query, comm_id)[1]
+    return 201, mgr.datapath().gce_access(comm, who)
+
+
+@route("DELETE", "/gce/communicators/([^/]+)", job_ok=True)
 def gce_release(mgr, who, body, query, comm_id):
     comm = mgr.store.release_communicator(_int_id(comm_id, "GCE communicator"), _as_user(who))
     return 200, {"released": comm, "limits_left": mgr.gce_limits()["left"]}

@@ -1,6 +1,4 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """Users of the manager (/etc/nam-manager/users.conf: ``name:role:pbkdf2 hash``) and signed bearer tokens.
 
 A line of users.conf reads ``alice:user:pbkdf2_sha256$200000$<salt>$<base64 digest>``; roles are ``user``
@@ -8,6 +6,7 @@ A line of users.conf reads ``alice:user:pbkdf2_sha256$200000$<salt>$<base64 dige
 and free orphans). ``python3 -m msa_sim.nammgr hash-password`` prints a hash. The file is re-read when it
 changes, so removing a user also revokes that user's tokens.
 """
+from __future__ import annotations
 
 import base64
 import hashlib
@@ -20,6 +19,7 @@ import time
 ROLES = ("user", "admin")
 DEFAULT_ITERATIONS = 200000
 HASHES = {"pbkdf2_sha256": "sha256", "pbkdf2_sha512": "sha512"}
+JOB_DOMAIN = b"msa-nam-job-token\0"
 
 
 class AuthError(ValueError):
@@ -27,11 +27,14 @@ class AuthError(ValueError):
 
 
 class Principal:
-    __slots__ = ("name", "role")
+    """A user or administrator of users.conf, or (``job`` set) a Slurm job acting for its user: role ``user``."""
 
-    def __init__(self, name, role):
+    __slots__ = ("name", "role", "job")
+
+    def __init__(self, name, role, job=None):
         self.name = name
         self.role = role
+        self.job = job
 
     @property
     def admin(self):
@@ -138,7 +141,30 @@ class Authenticator:
         sig = hmac.new(self.secret, payload, "sha256").hexdigest()
         return payload.decode().rstrip("=") + "." + sig, expires
 
+    def issue_job(self, owner, job, ttl):
+        """A token for job ``job`` of Slurm user ``owner`` (who need not be in users.conf): the job's code reaches
+        the owner's own allocations and communicators with it, nothing else (api.JOB_ROUTES)."""
+        expires = int(time.time()) + int(ttl)
+        payload = base64.urlsafe_b64encode(("%s|%s|%d" % (owner, job, expires)).encode())
+        # signed in its own domain, so no user token (whatever its user's name) ever reads as a job token
+        sig = hmac.new(self.secret, JOB_DOMAIN + payload, "sha256").hexdigest()
+        return "job." + payload.decode().rstrip("=") + "." + sig, expires
+
+    def _job_bearer(self, token):
+        payload, _, sig = token[4:].partition(".")
+        raw = payload.encode() + b"=" * (-len(payload) % 4)
+        if not sig or not hmac.compare_digest(hmac.new(self.secret, JOB_DOMAIN + raw, "sha256").hexdigest(), sig):
+            return None
+        try:
+            owner, job, expires = base64.urlsafe_b64decode(raw).decode().rsplit("|", 2)
+            expires = int(expires)
+        except ValueError:
+            return None
+        return Principal(owner, "user", job=job) if expires >= time.time() else None
+
     def bearer(self, token):
+        if token.startswith("job."):
+            return self._job_bearer(token)
         payload, _, sig = token.partition(".")
         if not sig:
             return None

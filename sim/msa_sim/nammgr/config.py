@@ -1,6 +1,4 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """Reads /etc/nam-manager/manager.conf (INI): the listener, state directory, credentials and every NAM/GCE board.
 
     [manager]
@@ -13,6 +11,10 @@ from __future__ import annotations
     granularity = 4K              ; sizes are rounded up to a multiple of this
     synchronous = full            ; SQLite: full (fsync per commit) or normal
     token_ttl = 3600
+    device_key_file = /etc/nam-manager/device.key   ; key shared with the boards' data paths (capabilities)
+    device_ca_path = /etc/msa-hpc/tls/ca.pem         ; CA of the boards' certificates (scrub on free)
+    capability_ttl = 86400        ; seconds a capability for a board stays valid
+    job_token_ttl = 86400         ; longest life of a job's token (POST /auth/job-token)
 
     [nam:nam01]
     node_id = 129                 ; EXTOLL node id of the board
@@ -20,10 +22,13 @@ from __future__ import annotations
     nonvolatile_capacity = 1T     ; slower non-volatile memory (default 0)
     aat_size = 128                ; overrides [manager] aat_size
     admin_reserve_percent = 5     ; overrides [manager] admin_reserve_percent
+    data_url = https://10.3.0.9:8790   ; the board's data path (msa_sim.rma), on its EXTOLL address
 
     [gce:gce01]
     node_id = 130
+    data_url = https://10.3.0.10:8790
 """
+from __future__ import annotations
 
 import configparser
 import os
@@ -43,6 +48,11 @@ DEFAULTS = {
     # PEM certificate and key of the API: both set, the manager speaks TLS only (https)
     "tls_cert": "",
     "tls_key": "",
+    # the boards' data paths: without a key, no capabilities are issued (the access endpoints answer 409)
+    "device_key_file": "",
+    "device_ca_path": "",
+    "capability_ttl": "86400",
+    "job_token_ttl": "86400",
 }
 DEFAULT_PATH = "/etc/nam-manager/manager.conf"
 
@@ -66,6 +76,10 @@ class Config:
         self.gce_devices = gce_devices
         self.tls_cert = ""
         self.tls_key = ""
+        self.device_key_file = ""
+        self.device_ca_path = ""
+        self.capability_ttl = 86400
+        self.job_token_ttl = 86400
 
     @property
     def tls(self):
@@ -123,16 +137,22 @@ def parse(text, path="manager.conf"):
             raise ConfigError("%s: section [%s] is not [manager], [nam:<name>] or [gce:<name>]" % (path, name))
         sec = cp[name]
         node_id = _get(sec, "node_id", path, int, 0, 0xFFFF) if "node_id" in sec else None
+        data_url = sec.get("data_url", "").strip()
+        if data_url and not data_url.startswith(("https://", "http://")):
+            raise ConfigError("%s [%s] data_url = %r is not an http(s) URL" % (path, name, data_url))
         if kind == "gce":
-            gce.append({"name": dev.strip(), "node_id": node_id})
+            if set(sec) - {"node_id", "data_url"}:
+                raise ConfigError("%s [%s]: unknown keys %s (known: data_url, node_id)"
+                                  % (path, name, ", ".join(sorted(set(sec) - {"node_id", "data_url"}))))
+            gce.append({"name": dev.strip(), "node_id": node_id, "data_url": data_url})
             continue
-        known = {"node_id", "capacity", "nonvolatile_capacity", "aat_size", "admin_reserve_percent"}
+        known = {"node_id", "capacity", "nonvolatile_capacity", "aat_size", "admin_reserve_percent", "data_url"}
         if set(sec) - known:
             raise ConfigError("%s [%s]: unknown keys %s (known: %s)" % (path, name, ", ".join(sorted(set(sec) - known)),
                                                                      ", ".join(sorted(known))))
         if "capacity" not in sec:
             raise ConfigError("%s [%s]: capacity is missing (e.g. capacity = 64G)" % (path, name))
-        dev_cfg = {"name": dev.strip(), "node_id": node_id,
+        dev_cfg = {"name": dev.strip(), "node_id": node_id, "data_url": data_url,
                    "capacity": _get(sec, "capacity", path, _size, 0),
                    "nonvolatile_capacity": _get(sec, "nonvolatile_capacity", path, _size, 0)
                    if "nonvolatile_capacity" in sec else 0,
@@ -150,6 +170,9 @@ def parse(text, path="manager.conf"):
                  main["users_file"], granularity, main["synchronous"].lower(),
                  _get(main, "token_ttl", path, int, 1), nam, gce)
     cfg.tls_cert, cfg.tls_key = main["tls_cert"], main["tls_key"]
+    cfg.device_key_file, cfg.device_ca_path = main["device_key_file"], main["device_ca_path"]
+    cfg.capability_ttl = _get(main, "capability_ttl", path, int, 1)
+    cfg.job_token_ttl = _get(main, "job_token_ttl", path, int, 1)
     return cfg
 
 

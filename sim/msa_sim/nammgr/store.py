@@ -1,6 +1,4 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """The manager's SQL state (SQLite, WAL): NAM pools, free segments, allocations, the AAT and GCE communicators.
 
 Every mutation is one ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction, so a crash at any moment leaves either
@@ -12,6 +10,7 @@ name and offset) and splits it; free returns the bytes and merges them with the 
 free segments of a pool are ever adjacent. Allocations without ``reserved`` count against the pool's
 capacity minus its administrator reserve.
 """
+from __future__ import annotations
 
 import contextlib
 import json
@@ -392,6 +391,26 @@ class Store:
                 for alloc in allocs:
                     self._free(db, alloc)
             return allocs
+
+    def end_job(self, job, user=None):
+        """A job ended: free its volatile allocations; keep its non-volatile ones for their owner (no job any more),
+        so the owner's next job finds their data. ``(freed, kept)``."""
+        with self.tx() as db:
+            allocs = [self._allocation(db, r[0]) for r in db.execute(
+                "SELECT id FROM allocations WHERE job=? ORDER BY id", (str(job),)).fetchall()]
+            if user is not None:
+                foreign = [a["id"] for a in allocs if a["owner"] != user]
+                if foreign:
+                    raise StoreError(403, "not_owner", "allocations %s are not owned by %s"
+                                     % (", ".join(map(str, foreign)), user), ids=foreign)
+            freed = [a for a in allocs if a["volatile"]]
+            kept = [a for a in allocs if not a["volatile"]]
+            for alloc in freed:
+                self._free(db, alloc)
+            for alloc in kept:
+                db.execute("DELETE FROM attachments WHERE alloc_id=?", (alloc["id"],))
+                db.execute("UPDATE allocations SET job=NULL WHERE id=?", (alloc["id"],))
+            return freed, kept
 
     def attach(self, alloc_id, node, vpid, user=None):
         """Enter (node, vpid) in the AAT of the allocation's board; ``(attachment, created)``."""

@@ -52,7 +52,7 @@ options:
       - Module name to its description. Keys are C(role), C(count) or C(names), C(prefix), C(digits),
         C(offset) (node I(i) gets host address C(offset + i) on every fabric of the module), C(fabrics),
         C(hardware) (C(sockets), C(cores_per_socket), C(threads_per_core), C(memory_mb), C(gpus)),
-        C(features), C(description), C(partition), C(guid_base), C(capacity).
+        C(features), C(description), C(partition), C(guid_base), C(capacity) and C(nonvolatile_capacity) (NAM).
     type: dict
     required: true
 """

@@ -92,9 +92,17 @@ class NamService(ManagerService):
         return self._call("POST", "nam/allocations/%s/detach" % alloc_id, {"node": node, "vpid": vpid},
                           lookup=send_again)[1]
 
-    def free_job(self, job):
+    def free_job(self, job, keep_nonvolatile=False):
+        """Free a job's allocations; ``keep_nonvolatile``: only the volatile ones, the non-volatile ones stay for
+        their owner's next job (the epilog)."""
         # Freeing a job's allocations twice frees nothing more: a free whose answer was lost is sent again.
-        return self._call("DELETE", "nam/jobs/%s" % quote_path(job), lookup=send_again)[1]
+        return self._call("DELETE", "nam/jobs/%s%s" % (quote_path(job), "?keep=nonvolatile" if keep_nonvolatile
+                                                       else ""), lookup=send_again)[1]
+
+    def job_token(self, owner, job):
+        """A token for the code of job ``job`` of ``owner``: it reaches that user's allocations and communicators."""
+        return self._call("POST", "auth/job-token", {"owner": owner, "job": str(job)},
+                          what="issue a token for job %s" % job, lookup=send_again)[1]
 
     def free_orphans(self, live_jobs=None, owner=None, dry_run=False):
         body = {"dry_run": bool(dry_run)}

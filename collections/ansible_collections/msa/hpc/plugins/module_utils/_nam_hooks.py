@@ -5,9 +5,12 @@ The prolog reads the job with ``squeue --json`` (module_utils/_slurm_job) and al
 allocation ``slurm-<job>`` (or ``nam_name``). The size is the one the job's options ask (``nam_bytes`` written by
 msa.hpc.slurm_packjob, ``nam=100G`` written by hand; powers of 1024), else its ``nam`` licences (one per GiB); it is
 bounded by the licences Slurm granted the job, so the scheduler's accounting of the NAM holds: a size above them,
-NAM without a ``nam`` licence, or GCE without a ``gce`` licence is refused. A refusal or failure writes one line to
-``JOB-<id>-nam.err`` in the job's working directory (as the job's user) and exits 1, so slurmctld requeues a batch
-job. The epilog frees the job's NAM allocations and GCE communicators and always exits 0.
+NAM without a ``nam`` licence, or GCE without a ``gce`` licence is refused. A job with NAM or GCE gets a token for
+its own code (``.msa-nam-<id>.token`` in its working directory, mode 0600, written as the job's user), with which
+the client library (msa_nam, msa_gce) reaches the owner's allocations and communicators. A refusal or failure writes
+one line to ``JOB-<id>-nam.err`` in the job's working directory (as the job's user) and exits 1, so slurmctld
+requeues a batch job. The epilog frees the job's volatile NAM allocations, keeps its non-volatile ones for the
+owner's next job, releases its GCE communicators, removes the token file, and always exits 0.
 """
 from __future__ import annotations
 
@@ -28,6 +31,12 @@ REQUEUE = 1
 # What talking to the manager can fail with (a refusal of the manager, or the connection).
 SERVICE_ERRORS = (ManagerError, RestError)
 DEFAULT_CONF = "/etc/nam-manager/client.conf"
+TOKEN_FILE = ".msa-nam-%s.token"
+
+
+def token_path(leader):
+    """Where the job's code finds its token (the client library reads the same name)."""
+    return os.path.join(leader["workdir"], TOKEN_FILE % leader["job_id"])
 
 
 class HookError(Exception):
@@ -127,19 +136,28 @@ def prolog(env, opts, out, client_factory=make_client):
             request = nam_request(records, opts.license, opts.gce_license)
         except J.JobOptionError as exc:
             raise HookError("job %s refused: %s" % (job_id, exc)) from None
-        if not request["size"]:
+        if not request["size"] and not request["gce"]:
             return 0
         try:
-            rec = allocate(services(client_factory(opts.conf))[0], job_id, leader["user"], request)
+            nam = services(client_factory(opts.conf))[0]
+            rec = allocate(nam, job_id, leader["user"], request) if request["size"] else None
+            token = nam.job_token(leader["user"], job_id)["token"]
         except SERVICE_ERRORS as exc:
             raise HookError("job %s: %s" % (job_id, exc)) from None
+        try:
+            U.user_file(U.job_record(leader), "secret", token_path(leader), (token + "\n").encode(),
+                        opts.user_helper, key="nam_token_file")
+        except (OSError, U.UserFileError) as exc:
+            raise HookError("job %s: cannot hand the job its NAM/GCE token: %s" % (job_id, exc)) from None
     except HookError as exc:
         failed = U.append_error(U.job_record(leader), "nam", str(exc), opts.user_helper)
         if failed:
             out.write("nam prolog: job %s: %s\n" % (job_id, failed))
         raise
-    out.write("nam prolog: job %s: allocation %s of %s on %s at offset %s\n" % (
-        job_id, rec.get("id"), format_size(rec.get("size") or request["size"]), rec.get("device"), rec.get("offset")))
+    if rec is not None:
+        out.write("nam prolog: job %s: allocation %s of %s on %s at offset %s\n" % (
+            job_id, rec.get("id"), format_size(rec.get("size") or request["size"]), rec.get("device"),
+            rec.get("offset")))
     return 0
 
 
@@ -148,16 +166,34 @@ def epilog(env, opts, out, client_factory=make_client):
     job_id = S.check_job_id(env.get("SLURM_HET_JOB_ID") or env.get("SLURM_JOB_ID"), "SLURM_JOB_ID")
     try:
         nam_service, gce_service = services(client_factory(opts.conf))
-        nam = nam_service.free_job(job_id)
+        nam = nam_service.free_job(job_id, keep_nonvolatile=True)
         gce = gce_service.free_job(job_id)
     except SERVICE_ERRORS as exc:
         # The job is over whatever happens here; the allocation stays until an orphan sweep frees it.
         out.write("nam epilog: job %s: %s (an orphan sweep frees it later)\n" % (job_id, exc))
         return 0
-    if (nam or {}).get("freed") or (gce or {}).get("released"):
-        out.write("nam epilog: job %s: freed allocations %s (%s), released communicators %s\n" % (
-            job_id, nam.get("freed"), format_size(nam["bytes"]) if nam.get("bytes") else "0B", gce.get("released")))
+    if (nam or {}).get("freed") or (nam or {}).get("kept") or (gce or {}).get("released"):
+        out.write("nam epilog: job %s: freed allocations %s (%s), kept non-volatile %s, released communicators %s\n"
+                  % (job_id, nam.get("freed"), format_size(nam["bytes"]) if nam.get("bytes") else "0B",
+                     nam.get("kept", []), gce.get("released")))
+    remove_token(env, job_id, opts, out)
     return 0
+
+
+def remove_token(env, job_id, opts, out):
+    """Remove the job's token file (when the job had one); a failure is logged, the token expires anyway."""
+    try:
+        records = S.components(S.read_job(job_id, opts.squeue), job_id)
+    except (S.JobRecordError, OSError, ValueError) as exc:
+        out.write("nam epilog: job %s: token file not removed: %s\n" % (job_id, exc))
+        return
+    if not records:
+        return
+    try:
+        U.user_file(U.job_record(records[0]), "remove", token_path(records[0]), b"", opts.user_helper,
+                    key="nam_token_file")
+    except (OSError, U.UserFileError) as exc:
+        out.write("nam epilog: job %s: token file not removed: %s\n" % (job_id, exc))
 
 
 def parser(prog="msa-nam-hook"):

@@ -116,6 +116,7 @@ def expand(description):
             "description": mod.get("description", ""),
             "partition": mod.get("partition", mod_name if role == "compute" else None),
             "capacity": mod.get("capacity"),
+            "nonvolatile_capacity": mod.get("nonvolatile_capacity") or 0,
         }
         groups.setdefault(mod_name, []).extend(names)
         groups.setdefault("msa_" + role, []).extend(names)

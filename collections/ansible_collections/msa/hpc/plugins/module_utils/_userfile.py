@@ -15,7 +15,7 @@ from ansible_collections.msa.hpc.plugins.module_utils._jobopts import JobOptionE
 # reads the job from slurmctld itself (user, uid, gid, working directory), refuses a path outside the user's home
 # and the job's working directory, and drops to the user's uid, gid and groups before it touches anything.
 USER_FILE_HELPER = "/usr/lib/msa-hpc/bin/msa-hpc-userfile"
-ACTIONS = ("check", "write", "append", "remove")
+ACTIONS = ("check", "write", "secret", "append", "remove")
 EXIT_USAGE, EXIT_REFUSED, EXIT_FAILED = 2, 3, 4
 
 
@@ -76,8 +76,9 @@ def check_resolved(path, roots, key="gw_file"):
 # --- acting as the user ------------------------------------------------------------------------------------------
 
 def perform(action, path, data, roots, key="gw_file"):
-    """``write`` (atomically), ``append`` or ``remove`` ``path`` with the current identity, never through a link;
-    ``check`` only says whether it could (the prolog asks before it takes any gateway)."""
+    """``write`` (atomically; ``secret``: the same, readable by the user only), ``append`` or ``remove`` ``path``
+    with the current identity, never through a link; ``check`` only says whether it could (the prolog asks before it
+    takes any gateway)."""
     check_lexically(path, roots, key)
     parent = check_resolved(path, roots, key)
     if action == "check":
@@ -88,9 +89,10 @@ def perform(action, path, data, roots, key="gw_file"):
     except OSError as exc:
         raise UserFileError("%s: cannot open directory %s: %s" % (key, parent, exc.strerror)) from None
     try:
-        if action == "write":
+        if action in ("write", "secret"):
             tmp = ".%s.tmp%d" % (name, os.getpid())
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dirfd)
+            mode = 0o600 if action == "secret" else 0o644
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=dirfd)
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
