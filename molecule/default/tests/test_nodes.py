@@ -10,8 +10,8 @@ def test_hostname_is_the_inventory_name(node):
 def test_every_fabric_address_is_on_its_interface(node):
     for fabric, address in node.vars["msa_addresses"].items():
         if node.vars["msa_fabrics"][fabric]["kind"] == "extoll":
-            # EXTOLL has no podman network: the EMP slave puts the node's address on its dummy interface
-            # extoll0, or on lo where the kernel has no dummy driver (the links are ext<port> veth pairs)
+            # EXTOLL has no podman network: the EMP slave puts the node's address on its interface extoll0 (a
+            # dummy, or a veth end where the kernel has no dummy driver), else on lo (the links are ext<port> veths)
             holders = [name for name in ("extoll0", "lo") if node.host.interface(name).exists
                        and address in node.host.interface(name).addresses]
             assert holders, "%s: EXTOLL address %s is on neither extoll0 nor lo" % (node.name, address)

@@ -82,11 +82,18 @@ class Forwarding:
         self.prefix = prefix
 
     def address_device(self):
-        """A dummy interface ``extoll0`` where the kernel has the dummy driver, else ``lo``."""
+        """The interface that holds the node's EXTOLL address, as the EXTOLL driver's netdev does on a real node:
+        ``extoll0``, a dummy interface where the kernel has the dummy driver, else one end of a veth pair (its peer
+        ``extoll0p`` up beside it), else ``lo``. Not on ``lo`` where avoidable: programs that choose their
+        interfaces by address skip loopback ones (Open MPI's tcp transport with btl_tcp_if_include, msa.hpc.mpi)."""
         if os.path.exists("/sys/class/net/" + DUMMY):
             return DUMMY
-        if ip("link", "add", DUMMY, "type", "dummy", check=False) == "" and os.path.exists("/sys/class/net/" + DUMMY):
-            return DUMMY
+        for kind in (("type", "dummy"), ("type", "veth", "peer", "name", DUMMY + "p")):
+            ip("link", "add", DUMMY, *kind, check=False)
+            if os.path.exists("/sys/class/net/" + DUMMY):
+                if kind[1] == "veth":
+                    ip("link", "set", DUMMY + "p", "up")
+                return DUMMY
         return "lo"
 
     def prepare(self, address):
