@@ -1,0 +1,89 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""MPI check of molecule/default/verify_mpi.yml: run by `srun --mpi=pmix` in a (heterogeneous) job, one rank per
+task. Every rank prints one line `RESULT {json}`:
+
+  rank, size, host, module (the host name without its number); with --world-only also a line `WORLD {json}`
+  with these four, printed before any communication
+  allreduce: true when MPI's Allreduce of every rank's vector equals the sum computed here from the formula
+  pairs: for every pair of ranks on different modules (--pairs hosts: on different hosts) that this rank is part of, a pingpong of --bytes bytes
+         (derived from the pair) there and back: the sha256 the receiver computed and whether it matched the
+         sender's, and the bytes that came back matched too
+  gce: with --gce, msa_gce's allreduce of the same vector (its path: gce or the software fallback) equal to MPI's
+
+The verify playbook compares the results across ranks; nothing here decides what the counters on the gateways say.
+"""
+import argparse
+import array
+import hashlib
+import json
+import re
+import socket
+import sys
+
+from mpi4py import MPI
+
+
+def pattern(a, b, size):
+    """The bytes rank ``a`` sends to rank ``b``."""
+    return hashlib.shake_256(b"msa-mpi %d->%d" % (a, b)).digest(size)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bytes", type=int, default=4 << 20)
+    parser.add_argument("--pairs", choices=["modules", "hosts"], default="modules",
+                        help="pingpong between the ranks on different modules (default) or on different hosts")
+    parser.add_argument("--world-only", action="store_true",
+                        help="print the rank's place in MPI_COMM_WORLD first, before any communication")
+    parser.add_argument("--gce", action="store_true")
+    args = parser.parse_args()
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    host = socket.gethostname()
+    module = re.sub(r"\d+$", "", host.split(".")[0].split("-")[-1])
+    out = {"rank": rank, "size": size, "host": host, "module": module}
+    if args.world_only:
+        print("WORLD " + json.dumps(out, sort_keys=True), flush=True)
+
+    values = array.array("q", [(rank + 1) * i - 7 for i in range(100000)])
+    total = array.array("q", bytes(len(values) * values.itemsize))
+    comm.Allreduce([values, MPI.INT64_T], [total, MPI.INT64_T], op=MPI.SUM)
+    ranks_sum = size * (size + 1) // 2
+    out["allreduce"] = all(total[i] == ranks_sum * i - 7 * size for i in range(len(values)))
+
+    places = comm.allgather(module if args.pairs == "modules" else host)
+    out["places"] = places
+    pairs = []
+    for a in range(size):
+        for b in range(a + 1, size):
+            if places[a] == places[b] or rank not in (a, b):
+                continue
+            if rank == a:
+                data = pattern(a, b, args.bytes)
+                comm.Send([data, MPI.BYTE], dest=b, tag=1)
+                back = bytearray(args.bytes)
+                comm.Recv([back, MPI.BYTE], source=b, tag=2)
+                info = comm.recv(source=b, tag=3)
+                pairs.append({"peer": b, "peer_host": info["host"], "bytes": args.bytes, "sha256": info["sha256"],
+                              "match": info["match"] and bytes(back) == pattern(b, a, args.bytes)})
+            else:
+                got = bytearray(args.bytes)
+                comm.Recv([got, MPI.BYTE], source=a, tag=1)
+                comm.Send([pattern(b, a, args.bytes), MPI.BYTE], dest=a, tag=2)
+                comm.send({"host": host, "sha256": hashlib.sha256(got).hexdigest(),
+                           "match": bytes(got) == pattern(a, b, args.bytes)}, dest=a, tag=3)
+    out["pairs"] = pairs
+
+    if args.gce:
+        import msa_gce  # the job's GCE client library (msa.hpc.nam_manager), with its software fallback
+        gce = msa_gce.Gce(msa_gce.SlurmComm())
+        got = gce.allreduce(values, "sum")
+        out["gce"] = {"path": gce.last_path, "equal": list(got) == list(total)}
+        gce.close()
+    comm.Barrier()
+    print("RESULT " + json.dumps(out, sort_keys=True), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
