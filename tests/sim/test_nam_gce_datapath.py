@@ -414,3 +414,23 @@ def test_slurm_comm_without_mpi_gathers_broadcasts_and_reduces_over_tcp():
 def test_slurm_comm_names_what_is_missing_outside_a_step():
     with pytest.raises(msa_gce.NamError, match="not a task of an srun step .*SLURM_PROCID"):
         msa_gce.SlurmComm({"SLURM_NTASKS": "2"})
+
+
+def test_the_library_never_imports_mpi4py_itself(tmp_path, monkeypatch):
+    """Importing mpi4py.MPI initialises MPI, which fails in a step srun started without --mpi=pmix (a SlurmComm
+    job's, now that the node image has mpi4py): the library uses mpi4py's operations only when the job's code has
+    imported it."""
+    pkg = tmp_path / "mpi4py"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "MPI.py").write_text("raise RuntimeError('MPI_Init from an import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "mpi4py", raising=False)
+    monkeypatch.delitem(sys.modules, "mpi4py.MPI", raising=False)
+    assert msa_gce._mpi_ops() == {}  # pylint: disable=protected-access
+    assert "mpi4py.MPI" not in sys.modules
+
+    class FakeMPI:  # what the job's own `from mpi4py import MPI` put into sys.modules
+        SUM, PROD, MIN, MAX, LAND, LOR, LXOR, BAND, BOR, BXOR = range(10)
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", FakeMPI)
+    assert msa_gce._mpi_ops()[FakeMPI.MAX] == "max"  # pylint: disable=protected-access

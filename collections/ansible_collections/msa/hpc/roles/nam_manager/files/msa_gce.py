@@ -27,6 +27,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 
 from msa_nam import Connection, Manager, NamError, error_of
@@ -47,9 +48,10 @@ class GceError(NamError):
 
 
 def _mpi_ops():
-    try:
-        from mpi4py import MPI  # pylint: disable=import-outside-toplevel
-    except ImportError:
+    """mpi4py's reduction operations, by name, when the job's code has imported mpi4py.MPI; never imported here:
+    importing it initialises MPI, which fails in a step srun started without --mpi=pmix (a SlurmComm job's)."""
+    MPI = sys.modules.get("mpi4py.MPI")  # pylint: disable=invalid-name
+    if MPI is None:
         return {}
     return {MPI.SUM: "sum", MPI.PROD: "prod", MPI.MIN: "min", MPI.MAX: "max", MPI.LAND: "land", MPI.LOR: "lor",
             MPI.LXOR: "lxor", MPI.BAND: "band", MPI.BOR: "bor", MPI.BXOR: "bxor"}
