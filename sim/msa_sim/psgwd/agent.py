@@ -7,9 +7,14 @@ API (bearer token on every call but /v1/health):
   GET    /v1/health            {"ok": bool, "gateway": name, "fabrics": {name: {"address", "interface", "up", ...}},
                                 "jobs": n}  ok is false when a fabric's link is down (read from the kernel each call)
   GET    /v1/jobs              [daemon, ...]
-  POST   /v1/jobs              {"job": "42", "port": 0}  -> 201 daemon (200 if it already runs)
-  GET    /v1/jobs/<job>        daemon with live byte counters
+  POST   /v1/jobs              {"job": "42", "port": 0, "pairs": [[cluster addr, booster addr], ...]}
+                                -> 201 daemon (200 if it already runs; the pairs are set again)
+  GET    /v1/jobs/<job>        daemon with live byte counters (and "forwarded": bytes per direction)
   DELETE /v1/jobs/<job>        stop it -> {"stopped": true|false, "stats": {...}}  (idempotent)
+
+With ``--forward-network`` for both fabrics the agent also opens the kernel's forwarding for exactly the job's
+``pairs`` (msa_sim.psgwd.forward: nftables table inet msa_gw) and closes it when the job is deleted or its psgwd
+dies (``monitor``, every second), so nothing joins the modules outside a job.
 """
 
 import argparse
@@ -28,6 +33,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 
 from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
+from msa_sim.psgwd import forward as fwd
 from msa_sim.psgwd.store import DaemonStore
 
 log = logging.getLogger("psgw-agent")
@@ -92,7 +98,7 @@ class Agent:
     """Starts one psgwd per job on this gateway, bound to the gateway's address on every fabric."""
 
     def __init__(self, name, fabrics, state_dir, run_dir, python=sys.executable, start_timeout=10.0,
-                 ports=None, interfaces=read_interfaces):
+                 ports=None, interfaces=read_interfaces, forwarder=None, clock=time.monotonic):
         if not fabrics:
             raise ValueError("the agent needs the gateway's address on each fabric (--fabric NAME=ADDR)")
         self.name = name
@@ -107,12 +113,20 @@ class Agent:
         self.store = DaemonStore(os.path.join(state_dir, "agent.db"))
         self.children = {}
         self.lock = threading.Lock()
+        # the kernel forwarding of the jobs' node pairs (msa_sim.psgwd.forward.Forwarder); None: psgwd only
+        self.forwarder = forwarder
+        self.clock = clock
+        self.closed_stats = {}
 
     def describe(self, rec, with_stats=False):
         out = dict(rec, running=_alive(rec["pid"], rec["job"]), gateway=self.name)
         out["endpoints"] = {f: ("[%s]:%d" if ":" in a else "%s:%d") % (a, rec["port"]) for f, a in self.fabrics}
         if with_stats:
             out["stats"] = self._stats(rec)
+            if self.forwarder is not None and str(rec["job"]) in self.forwarder.jobs:
+                out["forwarded"] = self.forwarder.stats(rec["job"])
+        if self.forwarder is not None:
+            out["pairs"] = [list(p) for p in self.forwarder.jobs.get(str(rec["job"]), [])]
         return out
 
     @staticmethod
@@ -123,14 +137,23 @@ class Agent:
         except (OSError, ValueError):
             return None
 
-    def start(self, job, port=0):
+    def start(self, job, port=0, pairs=None):
         if not JOB_RE.match(str(job)):
             raise AgentError(400, "job %r is not a job id" % (job,))
         if not isinstance(port, int) or not 0 <= port < 65536:
             raise AgentError(400, "port %r is not a port number" % (port,))
+        if pairs is not None:
+            if self.forwarder is None:
+                raise AgentError(409, "gateway %s forwards no node pairs (its agent has no --forward-network)"
+                                 % self.name)
+            try:
+                self.forwarder.check(job, pairs)
+            except fwd.ForwardError as exc:
+                raise AgentError(400, str(exc)) from None
         with self.lock:
             rec = self.store.get(job)
             if rec and _alive(rec["pid"], rec["job"]):
+                self._open(job, pairs)
                 return self.describe(rec), False
             stats_file = os.path.join(self.run_dir, "psgwd-%s.json" % job)
             log_file = open(os.path.join(self.run_dir, "psgwd-%s.log" % job), "ab")
@@ -153,7 +176,66 @@ class Agent:
             self.children[str(job)] = proc
             self.store.add(job, proc.pid, real_port, ["%s=%s" % fa for fa in self.fabrics], stats_file)
             log.info("started psgwd for job %s: pid %d port %d", job, proc.pid, real_port)
+            try:
+                self._open(job, pairs)
+            except AgentError:
+                self._stop_locked(job, 1.0)
+                raise
             return self.describe(self.store.get(job)), True
+
+    def _open(self, job, pairs):
+        """Open the kernel forwarding of the job's pairs (caller holds the lock); nothing without pairs."""
+        if pairs is None or self.forwarder is None:
+            return
+        try:
+            checked = self.forwarder.open(job, pairs, self.clock())
+        except fwd.ForwardError as exc:
+            raise AgentError(500, "job %s: forwarding not opened: %s" % (job, exc)) from None
+        self.store.set_pairs(job, checked)
+        log.info("job %s: forwarding %d node pairs", job, len(checked))
+
+    def _close(self, job, why):
+        """Close the job's forwarding (caller holds the lock); its final counters, or None."""
+        if self.forwarder is None:
+            return None
+        if job not in self.forwarder.jobs:
+            return self.closed_stats.pop(job, None)
+        self.store.remove_pairs(job)
+        try:
+            final = self.forwarder.close(job, self.clock())
+        except fwd.ForwardError as exc:
+            log.error("job %s: forwarding not closed (%s): %s", job, why, exc)
+            return None
+        log.info("job %s: forwarding closed (%s): %s", job, why, json.dumps(final, sort_keys=True))
+        return final
+
+    def restore(self):
+        """After an agent restart: apply again the forwarding of the jobs the store holds (counters survive)."""
+        if self.forwarder is None:
+            return
+        with self.lock:
+            self.forwarder.jobs = {str(j): p for j, p in self.store.pairs().items()}
+            self.forwarder.apply(self.clock())
+        self.monitor()
+
+    def monitor(self):
+        """Close the forwarding of every job whose psgwd is gone, and end expired resets; return the jobs closed.
+
+        The forwarding lives only as long as the job's psgwd: killing the daemon cuts the job's path, and the
+        reset rules make its MPI connections fail at once (the agent's loop calls this every second)."""
+        if self.forwarder is None:
+            return []
+        closed = []
+        with self.lock:
+            for job in sorted(self.forwarder.jobs):
+                rec = self.store.get(job)
+                if rec is None or not _alive(rec["pid"], rec["job"]):
+                    log.error("job %s: its psgwd is gone; closing its forwarding", job)
+                    # kept for the DELETE of the epilog, whose report carries the bytes forwarded
+                    self.closed_stats[job] = self._close(job, "psgwd gone")
+                    closed.append(job)
+            self.forwarder.expire(self.clock())
+        return closed
 
     def _read_ready(self, proc):
         """Read the psgwd's two start-up lines (address:port, pid) within the start timeout."""
@@ -169,25 +251,32 @@ class Agent:
 
     def stop(self, job, grace=5.0):
         with self.lock:
-            rec = self.store.get(job)
-            if rec is None:
-                return {"job": str(job), "stopped": False, "reason": "no psgwd for this job", "gateway": self.name}
-            stopped = False
+            return self._stop_locked(job, grace)
+
+    def _stop_locked(self, job, grace):
+        """Stop the job's psgwd and close its forwarding; the caller holds self.lock."""
+        rec = self.store.get(job)
+        forwarded = self._close(str(job), "job deleted")
+        if rec is None:
+            return {"job": str(job), "stopped": False, "reason": "no psgwd for this job", "gateway": self.name}
+        stopped = False
+        if _alive(rec["pid"], rec["job"]):
+            os.kill(rec["pid"], signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while _alive(rec["pid"], rec["job"]) and time.monotonic() < deadline:
+                self._reap()
+                time.sleep(0.05)
             if _alive(rec["pid"], rec["job"]):
-                os.kill(rec["pid"], signal.SIGTERM)
-                deadline = time.monotonic() + grace
-                while _alive(rec["pid"], rec["job"]) and time.monotonic() < deadline:
-                    self._reap()
-                    time.sleep(0.05)
-                if _alive(rec["pid"], rec["job"]):
-                    os.kill(rec["pid"], signal.SIGKILL)
-                stopped = True
-            self._reap()
-            stats = self._stats(rec)
-            self.store.remove(job)
-            self.children.pop(str(job), None)
-            log.info("stopped psgwd for job %s", job)
-            return {"job": str(job), "stopped": stopped, "stats": stats, "gateway": self.name}
+                os.kill(rec["pid"], signal.SIGKILL)
+            stopped = True
+        self._reap()
+        stats = self._stats(rec)
+        if forwarded is not None:
+            stats = dict(stats or {}, forwarded=forwarded)
+        self.store.remove(job)
+        self.children.pop(str(job), None)
+        log.info("stopped psgwd for job %s", job)
+        return {"job": str(job), "stopped": stopped, "stats": stats, "gateway": self.name}
 
     def _reap(self):
         for job, proc in list(self.children.items()):
@@ -256,7 +345,7 @@ class Handler(BaseHTTPRequestHandler):
                     raise AgentError(400, "request body is not JSON")
                 if not isinstance(body, dict) or "job" not in body:
                     raise AgentError(400, "request body needs a 'job'")
-                rec, created = agent.start(str(body["job"]), body.get("port", 0))
+                rec, created = agent.start(str(body["job"]), body.get("port", 0), body.get("pairs"))
                 return self._send(201 if created else 200, rec)
             m = re.fullmatch(r"/v1/jobs/([^/]+)", path)
             if m and method == "GET":
@@ -288,6 +377,16 @@ class AgentServer(TLSThreadingHTTPServer):
         super().__init__(address, Handler, tls=tls)
 
 
+def _monitor_loop(agent, interval=1.0):
+    """Every ``interval`` seconds: close the forwarding of jobs whose psgwd died (``Agent.monitor``)."""
+    while True:
+        try:
+            agent.monitor()
+        except (OSError, ValueError) as exc:  # ForwardError is a ValueError: an nft failure, retried next round
+            log.error("forwarding monitor: %s", exc)
+        time.sleep(interval)
+
+
 def read_token(path):
     with open(path, "r", encoding="utf-8") as fh:
         token = fh.read().strip()
@@ -308,6 +407,9 @@ def main(argv=None):
     ap.add_argument("--insecure-no-auth", action="store_true", help="serve without a token, and without TLS when none is given (tests only)")
     ap.add_argument("--tls-cert", help="PEM certificate of the API: with --tls-key, the agent speaks TLS only")
     ap.add_argument("--tls-key", help="PEM key of --tls-cert")
+    ap.add_argument("--forward-network", action="append", default=[], metavar="NAME=CIDR",
+                    help="the network of a --fabric whose addresses job pairs may name: given for both fabrics, "
+                    "the agent opens nftables forwarding for each job's node pairs (first --fabric: cluster side)")
     ap.add_argument("--state-dir", default="/var/lib/msa-gw")
     ap.add_argument("--run-dir", default="/run/msa-gw")
     args = ap.parse_args(argv)
@@ -328,15 +430,31 @@ def main(argv=None):
         if not sep or name not in dict(fabrics) or not prefix:
             ap.error("--fabric-ports %r is not NAME=PREFIX of a --fabric" % item)
         ports[name] = prefix
+    networks = {}
+    for item in args.forward_network:
+        name, sep, cidr = item.partition("=")
+        if not sep or name not in dict(fabrics) or not cidr:
+            ap.error("--forward-network %r is not NAME=CIDR of a --fabric" % item)
+        networks[name] = cidr
+    if networks and (len(fabrics) != 2 or set(networks) != set(dict(fabrics))):
+        ap.error("--forward-network is needed for both fabrics of a gateway (two --fabric), got %s"
+                 % ", ".join(sorted(networks)))
     try:
         token = None if args.insecure_no_auth else read_token(args.token_file)
-        agent = Agent(args.name, fabrics, args.state_dir, args.run_dir, ports=ports)
+        forwarder = None
+        if networks:
+            (cluster, _), (booster, _) = fabrics
+            forwarder = fwd.Forwarder(networks[cluster], networks[booster], (cluster, booster))
+        agent = Agent(args.name, fabrics, args.state_dir, args.run_dir, ports=ports, forwarder=forwarder)
+        agent.restore()
         host, _, port = args.listen.rpartition(":")
         server = AgentServer((host.strip("[]"), int(port)), agent, token,
                              tls=(args.tls_cert, args.tls_key) if args.tls_cert else None)
     except (OSError, ValueError) as exc:
         print("psgw-agent: %s" % exc, file=sys.stderr)
         return 2
+    if forwarder is not None:
+        threading.Thread(target=_monitor_loop, args=(agent,), daemon=True, name="forward-monitor").start()
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     print("psgw-agent %s serving on %s://%s:%d" % (args.name, server.scheme, *server.server_address[:2]), flush=True)
     server.serve_forever(poll_interval=0.2)

@@ -26,6 +26,8 @@ class DaemonStore:
                 self.db.execute("CREATE TABLE IF NOT EXISTS daemons (job TEXT PRIMARY KEY, pid INTEGER NOT NULL, "
                                 "port INTEGER NOT NULL, listen TEXT NOT NULL, stats_file TEXT NOT NULL, "
                                 "started REAL NOT NULL)")
+                # node pairs whose packets this gateway forwards for the job (msa_sim.psgwd.forward)
+                self.db.execute("CREATE TABLE IF NOT EXISTS forwards (job TEXT PRIMARY KEY, pairs TEXT NOT NULL)")
                 if self.db.execute("SELECT version FROM schema_version").fetchone() is None:
                     self.db.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
                 self.db.execute("COMMIT")
@@ -51,6 +53,20 @@ class DaemonStore:
     def remove(self, job):
         with self.lock:
             return self.db.execute("DELETE FROM daemons WHERE job=?", (str(job),)).rowcount > 0
+
+    def set_pairs(self, job, pairs):
+        with self.lock:
+            self.db.execute("INSERT OR REPLACE INTO forwards VALUES (?,?)", (str(job), json.dumps(list(pairs))))
+
+    def pairs(self):
+        """``{job: [(cluster address, booster address), ...]}`` of every job with forwarding open."""
+        with self.lock:
+            rows = self.db.execute("SELECT job, pairs FROM forwards").fetchall()
+        return {r["job"]: [tuple(p) for p in json.loads(r["pairs"])] for r in rows}
+
+    def remove_pairs(self, job):
+        with self.lock:
+            return self.db.execute("DELETE FROM forwards WHERE job=?", (str(job),)).rowcount > 0
 
     def close(self):
         self.db.close()

@@ -1,0 +1,278 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+"""Per-job forwarding of a gateway (msa_sim.psgwd.forward): the nft ruleset, the checks of the pairs, and the agent
+opening it on POST, closing it on DELETE and when the job's psgwd dies. nft itself is a recording fake here."""
+
+import json
+import os
+import pathlib
+import signal
+import threading
+import time
+
+import pytest
+
+from msa_sim.psgwd import forward as fwd
+from msa_sim.psgwd.agent import Agent, AgentServer
+from tests.helpers import interfaces_up
+from tests.sim.test_psgwd_agent import TOKEN, call
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+IB, EXTOLL = "10.43.0.0/24", "10.44.0.0/24"
+CM1, CM2, ESB1, ESB2 = "10.43.0.20", "10.43.0.21", "10.44.0.40", "10.44.0.41"
+
+
+class FakeNft:
+    """``nft`` as the Forwarder runs it: keeps the table's counters, records every script, can be told to fail."""
+
+    def __init__(self):
+        self.counters = None  # None: no table yet
+        self.scripts = []
+        self.fail = None
+
+    def __call__(self, args, script=None):
+        if self.fail:
+            raise fwd.ForwardError("nft %s failed: %s" % (" ".join(args), self.fail))
+        if args[:3] == ["-j", "list", "counters"]:
+            if self.counters is None:
+                raise fwd.ForwardError("nft -j list counters failed: Error: No such file or directory")
+            return json.dumps({"nftables": [{"metainfo": {"json_schema_version": 1}}] + [
+                {"counter": {"family": "inet", "name": n, "table": "msa_gw", "handle": 1, **c}}
+                for n, c in self.counters.items()]})
+        assert args == ["-f", "-"]
+        self.scripts.append(script)
+        self.counters = dict(self.counters or {})
+        for line in script.splitlines():
+            words = line.split()
+            if words[:2] == ["add", "counter"]:
+                self.counters.setdefault(words[4], {"packets": 0, "bytes": 0})
+            elif words[:2] == ["delete", "counter"]:
+                del self.counters[words[4]]
+        return ""
+
+    def rules(self):
+        return [line for line in self.scripts[-1].splitlines() if line.startswith("add rule")]
+
+
+def rule(match, action):
+    return "add rule inet msa_gw forward %s %s" % (match, action)
+
+
+# --------------------------------------------------------------------------- the ruleset
+
+def test_without_jobs_the_chain_drops_everything_but_transit_inside_the_booster_fabric():
+    script = fwd.render(IB, EXTOLL, {})
+    assert script.splitlines() == [
+        "add table inet msa_gw",
+        "add chain inet msa_gw forward { type filter hook forward priority filter; policy drop; }",
+        "flush chain inet msa_gw forward",
+        rule("ip saddr 10.44.0.0/24 ip daddr 10.44.0.0/24", 'accept comment "booster fabric transit"')]
+
+
+def test_a_job_accepts_each_pair_both_ways_counting_bytes_per_direction():
+    script = fwd.render(IB, EXTOLL, {"42": [(CM1, ESB1), (CM2, ESB1)]})
+    lines = script.splitlines()
+    assert "add counter inet msa_gw job42_c2b" in lines and "add counter inet msa_gw job42_b2c" in lines
+    assert [line for line in lines if "job42" in line and line.startswith("add rule")] == [
+        rule("ip saddr %s ip daddr %s" % (CM1, ESB1), "counter name job42_c2b accept"),
+        rule("ip saddr %s ip daddr %s" % (ESB1, CM1), "counter name job42_b2c accept"),
+        rule("ip saddr %s ip daddr %s" % (CM2, ESB1), "counter name job42_c2b accept"),
+        rule("ip saddr %s ip daddr %s" % (ESB1, CM2), "counter name job42_b2c accept")]
+    # counters are added (kept when they exist) before the chain is flushed and refilled: one transaction
+    assert lines.index("add counter inet msa_gw job42_c2b") < lines.index("flush chain inet msa_gw forward")
+
+
+def test_closed_pairs_are_reset_and_the_counters_of_closed_jobs_only_are_deleted():
+    script = fwd.render(IB, EXTOLL, {"7": [(CM2, ESB2)]}, closed=[(CM1, ESB1)],
+                        existing_counters=["job7_c2b", "job7_b2c", "job42_c2b", "job42_b2c", "site_counter"])
+    lines = script.splitlines()
+    assert rule("ip saddr %s ip daddr %s" % (CM1, ESB1), "meta l4proto tcp reject with tcp reset") in lines
+    assert rule("ip saddr %s ip daddr %s" % (ESB1, CM1), "reject with icmpx admin-prohibited") in lines
+    assert [line for line in lines if line.startswith("delete")] == [
+        "delete counter inet msa_gw job42_b2c", "delete counter inet msa_gw job42_c2b"]
+    assert not any(CM1 in line and "accept" in line for line in lines)
+
+
+def test_ipv6_fabrics_get_ip6_matches():
+    script = fwd.render("fd00:43::/64", "fd00:44::/64", {"3": [("fd00:43::20", "fd00:44::40")]})
+    assert rule("ip6 saddr fd00:43::20 ip6 daddr fd00:44::40", "counter name job3_c2b accept") in script
+
+
+# --------------------------------------------------------------------------- what a request may name
+
+NETS = (fwd.network(IB, "ib"), fwd.network(EXTOLL, "extoll"))
+
+
+def test_pairs_are_checked_deduplicated_and_sorted():
+    assert fwd.check_pairs([[CM2, ESB1], [CM1, ESB2], [CM2, ESB1]], *NETS) == [(CM1, ESB2), (CM2, ESB1)]
+    assert fwd.check_pairs([], *NETS) == []
+
+
+@pytest.mark.parametrize("pairs, message", [
+    ([[ESB1, CM1]], "pairs[0]: cluster address 10.44.0.40 is outside this gateway's cluster network 10.43.0.0/24"),
+    ([[CM1, "10.42.0.5"]], "pairs[0]: booster address 10.42.0.5 is outside this gateway's booster network"),
+    ([[CM1, ESB1], [CM1, "0.0.0.0/0"]], "pairs[1]: booster address '0.0.0.0/0' is not an IP address"),
+    ([[CM1, "10.44.0.40; flush ruleset"]], "is not an IP address"),
+    ([[CM1, "10.44.0.0"]], "booster address 10.44.0.0 is not a host of 10.44.0.0/24"),
+    ([[CM1]], "pairs[0] ['10.43.0.20'] is not [cluster address, booster address]"),
+    ({"a": 1}, "pairs must be a list"),
+    ([[CM1, "fd00::1"]], "outside this gateway's booster network"),
+])
+def test_a_pair_outside_this_gateways_fabrics_is_refused_naming_it(pairs, message):
+    with pytest.raises(fwd.ForwardError, match=None) as exc:
+        fwd.check_pairs(pairs, *NETS)
+    assert message in str(exc.value)
+
+
+def test_the_pair_count_and_the_job_id_are_bounded():
+    with pytest.raises(fwd.ForwardError, match="3 pairs, at most 2"):
+        fwd.check_pairs([[CM1, ESB1]] * 3, *NETS, limit=2)
+    for bad in ("42;", "abc", "", "1" * 11, "4 2"):
+        with pytest.raises(fwd.ForwardError, match="not a numeric Slurm job id"):
+            fwd.check_job(bad)
+
+
+def test_counters_are_read_from_nft_json():
+    text = json.dumps({"nftables": [{"metainfo": {}}, {"counter": {
+        "family": "inet", "table": "msa_gw", "name": "job42_c2b", "packets": 3, "bytes": 4500}}, {"counter": {
+            "family": "inet", "table": "other", "name": "job42_c2b", "packets": 9, "bytes": 9}}]})
+    counters = fwd.parse_counters(text)
+    assert counters == {"job42_c2b": {"packets": 3, "bytes": 4500}}
+    assert fwd.job_counters(counters, "42", "ib", "extoll") == {
+        "ib->extoll": {"packets": 3, "bytes": 4500}, "extoll->ib": {"packets": 0, "bytes": 0}}
+
+
+# --------------------------------------------------------------------------- the Forwarder's state
+
+def test_open_is_idempotent_close_keeps_the_others_counters_and_resets_expire():
+    nft = FakeNft()
+    f = fwd.Forwarder(IB, EXTOLL, ("ib", "extoll"), run=nft, hold=60)
+    f.open("42", [[CM1, ESB1]], now=0)
+    f.open("43", [[CM2, ESB2]], now=0)
+    nft.counters["job43_c2b"] = {"packets": 2, "bytes": 2000}
+    nft.counters["job42_b2c"] = {"packets": 1, "bytes": 100}
+    first = nft.scripts[-1]
+    f.open("42", [[CM1, ESB1]], now=1)
+    assert nft.scripts[-1] == first and nft.counters["job42_b2c"]["bytes"] == 100  # re-POST: same rules, counts kept
+    assert f.close("42", now=10) == {"ib->extoll": {"packets": 0, "bytes": 0},
+                                     "extoll->ib": {"packets": 1, "bytes": 100}}
+    assert "job42_b2c" not in nft.counters and nft.counters["job43_c2b"]["bytes"] == 2000
+    assert rule("ip saddr %s ip daddr %s" % (CM1, ESB1), "meta l4proto tcp reject with tcp reset") in nft.rules()
+    assert f.close("42", now=11) is None
+    assert f.expire(now=69) is False
+    assert f.expire(now=70) is True
+    assert not any("reject" in r for r in nft.rules())
+    assert any(CM2 in r and "accept" in r for r in nft.rules())
+
+
+def test_a_pair_still_used_by_another_job_is_not_reset_and_a_reopened_pair_is_accepted_again():
+    nft = FakeNft()
+    f = fwd.Forwarder(IB, EXTOLL, run=nft)
+    f.open("1", [[CM1, ESB1]], now=0)
+    f.open("2", [[CM1, ESB1]], now=0)
+    f.close("1", now=1)
+    assert not any("reject" in r for r in nft.rules())
+    f.close("2", now=2)
+    assert any("reject" in r for r in nft.rules())
+    f.open("3", [[CM1, ESB1]], now=3)
+    assert not any("reject" in r for r in nft.rules())
+
+
+def test_a_failing_nft_is_an_error_naming_it():
+    nft = FakeNft()
+    nft.fail = "Error: Could not process rule: Operation not permitted"
+    f = fwd.Forwarder(IB, EXTOLL, run=nft)
+    with pytest.raises(fwd.ForwardError, match="Operation not permitted"):
+        f.open("1", [[CM1, ESB1]], now=0)
+
+
+# --------------------------------------------------------------------------- the agent
+
+@pytest.fixture
+def fwd_agent(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "sim"), str(ROOT / "collections")]))
+    nft = FakeNft()
+    clock = [0.0]
+    agent = Agent("gw01", [("ib", "127.0.0.2"), ("extoll", "127.0.0.3")], str(tmp_path / "state"),
+                  str(tmp_path / "run"), interfaces=interfaces_up("127.0.0.2", "127.0.0.3"),
+                  forwarder=fwd.Forwarder(IB, EXTOLL, ("ib", "extoll"), run=nft, hold=30), clock=lambda: clock[0])
+    server = AgentServer(("127.0.0.1", 0), agent, TOKEN)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+    yield "http://127.0.0.1:%d" % server.server_address[1], agent, nft, clock
+    for rec in agent.store.all():
+        agent.stop(rec["job"])
+    server.shutdown()
+    server.server_close()
+
+
+def test_post_opens_the_jobs_pairs_get_shows_bytes_delete_closes_them(fwd_agent):
+    base, agent, nft, _ = fwd_agent
+    status, rec = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1], [CM2, ESB1]]})
+    assert status == 201 and rec["pairs"] == [[CM1, ESB1], [CM2, ESB1]]
+    assert sum("job42_c2b accept" in r for r in nft.rules()) == 2
+    assert call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1], [CM2, ESB1]]})[0] == 200
+    nft.counters["job42_c2b"] = {"packets": 10, "bytes": 65536}
+    status, rec = call(base, "GET", "/v1/jobs/42")
+    assert status == 200 and rec["forwarded"]["ib->extoll"]["bytes"] == 65536
+    status, res = call(base, "DELETE", "/v1/jobs/42")
+    assert status == 200 and res["stats"]["forwarded"]["ib->extoll"]["bytes"] == 65536
+    assert not any("accept" in r and CM1 in r for r in nft.rules())
+    assert any("tcp reset" in r and CM1 in r for r in nft.rules())
+    assert "job42_c2b" not in nft.counters
+
+
+def test_bad_pairs_are_refused_before_any_psgwd_starts(fwd_agent):
+    base, agent, nft, _ = fwd_agent
+    status, body = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, "10.99.0.1"]]})
+    assert status == 400 and "booster address 10.99.0.1 is outside" in body["error"]["message"]
+    status, body = call(base, "POST", "/v1/jobs", {"job": "job-42", "pairs": []})
+    assert status == 400 and "not a numeric Slurm job id" in body["error"]["message"]
+    assert agent.list() == [] and nft.scripts == []
+
+
+def test_a_failed_nft_stops_the_psgwd_it_started(fwd_agent):
+    base, agent, nft, _ = fwd_agent
+    nft.fail = "Error: Operation not permitted"
+    status, body = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})
+    assert status == 500 and "forwarding not opened" in body["error"]["message"]
+    assert agent.list() == []
+
+
+def test_killing_the_jobs_psgwd_closes_its_forwarding_and_delete_still_reports_the_bytes(fwd_agent):
+    base, agent, nft, clock = fwd_agent
+    rec = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})[1]
+    call(base, "POST", "/v1/jobs", {"job": "43", "pairs": [[CM2, ESB2]]})
+    nft.counters["job42_b2c"] = {"packets": 4, "bytes": 4096}
+    assert agent.monitor() == []
+    os.kill(rec["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while call(base, "GET", "/v1/jobs/42")[1]["running"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert agent.monitor() == ["42"]
+    assert any("tcp reset" in r and CM1 in r for r in nft.rules())
+    assert any("accept" in r and CM2 in r for r in nft.rules())  # the other job keeps its path
+    res = call(base, "DELETE", "/v1/jobs/42")[1]
+    assert res["stats"]["forwarded"]["extoll->ib"]["bytes"] == 4096
+    clock[0] = 31
+    agent.monitor()
+    assert not any("reject" in r for r in nft.rules())
+
+
+def test_a_restarted_agent_applies_the_stored_pairs_again(fwd_agent, tmp_path):
+    base, agent, nft, _ = fwd_agent
+    call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})
+    again = Agent("gw01", [("ib", "127.0.0.2"), ("extoll", "127.0.0.3")], str(tmp_path / "state"),
+                  str(tmp_path / "run"), forwarder=fwd.Forwarder(IB, EXTOLL, ("ib", "extoll"), run=nft))
+    nft.scripts.clear()
+    again.restore()
+    assert again.forwarder.jobs == {"42": [(CM1, ESB1)]}
+    assert sum("job42" in r for r in nft.rules()) == 2
+
+
+def test_pairs_sent_to_an_agent_without_forwarding_are_refused(tmp_path, monkeypatch):
+    agent = Agent("gw01", [("ib", "127.0.0.2"), ("extoll", "127.0.0.3")], str(tmp_path / "s"), str(tmp_path / "r"))
+    from msa_sim.psgwd.agent import AgentError
+    with pytest.raises(AgentError, match="forwards no node pairs"):
+        agent.start("42", 0, [[CM1, ESB1]])
+    assert agent.list() == []
