@@ -76,3 +76,37 @@ def interfaces_up(*addresses, down=()):
                  "operstate": "DOWN" if a in down else "UP", "addr_info": [{"family": "inet", "local": a}]}
                 for n, a in enumerate(addresses)]
     return read
+
+
+class FakeNft:
+    """``nft`` as the Forwarder runs it: keeps the table's counters, records every script, can be told to fail."""
+
+    def __init__(self):
+        self.counters = None  # None: no table yet
+        self.scripts = []
+        self.fail = None
+
+    def __call__(self, args, script=None):
+        from msa_sim.psgwd.forward import ForwardError  # pylint: disable=import-outside-toplevel
+
+        if self.fail:
+            raise ForwardError("nft %s failed: %s" % (" ".join(args), self.fail))
+        if args[:3] == ["-j", "list", "counters"]:
+            if self.counters is None:
+                raise ForwardError("nft -j list counters failed: Error: No such file or directory")
+            return json.dumps({"nftables": [{"metainfo": {"json_schema_version": 1}}] + [
+                {"counter": {"family": "inet", "name": n, "table": "msa_gw", "handle": 1, **c}}
+                for n, c in self.counters.items()]})
+        assert args == ["-f", "-"]
+        self.scripts.append(script)
+        self.counters = dict(self.counters or {})
+        for line in script.splitlines():
+            words = line.split()
+            if words[:2] == ["add", "counter"]:
+                self.counters.setdefault(words[4], {"packets": 0, "bytes": 0})
+            elif words[:2] == ["delete", "counter"]:
+                del self.counters[words[4]]
+        return ""
+
+    def rules(self):
+        return [line for line in self.scripts[-1].splitlines() if line.startswith("add rule")]

@@ -15,44 +15,12 @@ import pytest
 
 from msa_sim.psgwd import forward as fwd
 from msa_sim.psgwd.agent import Agent, AgentServer
-from tests.helpers import interfaces_up
+from tests.helpers import FakeNft, interfaces_up
 from tests.sim.test_psgwd_agent import TOKEN, call
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 IB, EXTOLL = "10.43.0.0/24", "10.44.0.0/24"
 CM1, CM2, ESB1, ESB2 = "10.43.0.20", "10.43.0.21", "10.44.0.40", "10.44.0.41"
-
-
-class FakeNft:
-    """``nft`` as the Forwarder runs it: keeps the table's counters, records every script, can be told to fail."""
-
-    def __init__(self):
-        self.counters = None  # None: no table yet
-        self.scripts = []
-        self.fail = None
-
-    def __call__(self, args, script=None):
-        if self.fail:
-            raise fwd.ForwardError("nft %s failed: %s" % (" ".join(args), self.fail))
-        if args[:3] == ["-j", "list", "counters"]:
-            if self.counters is None:
-                raise fwd.ForwardError("nft -j list counters failed: Error: No such file or directory")
-            return json.dumps({"nftables": [{"metainfo": {"json_schema_version": 1}}] + [
-                {"counter": {"family": "inet", "name": n, "table": "msa_gw", "handle": 1, **c}}
-                for n, c in self.counters.items()]})
-        assert args == ["-f", "-"]
-        self.scripts.append(script)
-        self.counters = dict(self.counters or {})
-        for line in script.splitlines():
-            words = line.split()
-            if words[:2] == ["add", "counter"]:
-                self.counters.setdefault(words[4], {"packets": 0, "bytes": 0})
-            elif words[:2] == ["delete", "counter"]:
-                del self.counters[words[4]]
-        return ""
-
-    def rules(self):
-        return [line for line in self.scripts[-1].splitlines() if line.startswith("add rule")]
 
 
 def rule(match, action):

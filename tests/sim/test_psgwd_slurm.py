@@ -18,9 +18,10 @@ from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
 from ansible_collections.msa.hpc.plugins.module_utils import _userfile as U
 from msa_sim.psgwd import pingpong, protocol as proto
+from msa_sim.psgwd import forward as fwd
 from msa_sim.psgwd import slurm
 from msa_sim.psgwd.agent import Agent, AgentServer
-from tests.helpers import interfaces_up, squeue_json
+from tests.helpers import FakeNft, interfaces_up, squeue_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 UID, GID = os.getuid(), os.getgid()
@@ -41,9 +42,11 @@ def site(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "sim"), str(ROOT / "collections")]))
     servers, agents = [], []
     for name in ("gw01", "gw02"):
+        # each agent forwards the pairs of the pool file's nodes (addresses below) through a recording nft
         agent = Agent(name, [("ib", "127.0.0.2"), ("extoll", "127.0.0.3")], str(tmp_path / name),
                       str(tmp_path / name / "run"),
-                      interfaces=interfaces_up("127.0.0.2", "127.0.0.3"))
+                      interfaces=interfaces_up("127.0.0.2", "127.0.0.3"),
+                      forwarder=fwd.Forwarder("10.43.0.0/24", "10.44.0.0/24", ("ib", "extoll"), run=FakeNft()))
         server = AgentServer(("127.0.0.1", 0), agent, "tok")
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
         servers.append(server)
@@ -63,7 +66,7 @@ def site(tmp_path, monkeypatch):
     argv = ["--pool-file", str(pool_file), "--db", str(tmp_path / "pool.db"), "--token-file",
             str(tmp_path / "token"), "--squeue", str(squeue), "--report-dir", str(tmp_path / "reports")]
     yield types.SimpleNamespace(argv=argv, workdir=workdir, record=record, tmp=tmp_path, agents=agents,
-                                db=str(tmp_path / "pool.db"))
+                                db=str(tmp_path / "pool.db"), pool_file=pool_file)
     for agent in agents:
         for rec in agent.store.all():
             agent.stop(rec["job"])
@@ -335,3 +338,82 @@ def test_a_delayed_part_of_another_user_or_without_a_leader_with_gateways_change
     assert "job 300 not added to the routing file of its leader 200: its leader 200 belongs to" in out
     _with_delayed_part(site, comment="msa:delay=1;delay_after=250")   # a leader that holds no gateways
     assert run(site, "prolog", job="300") == (0, "")
+
+
+# --------------------------------------------------------------------------- the gateways' forwarding of node pairs
+
+NODES = {"cluster01": {"ib": "10.43.0.21"}, "cluster02": {"ib": "10.43.0.22"},
+         "booster01": {"extoll": "10.44.0.41"}, "booster02": {"extoll": "10.44.0.42"},
+         "booster03": {"extoll": "10.44.0.43"}, "dam01": {"extoll": "10.44.0.61"}, "dam02": {"extoll": "10.44.0.62"}}
+
+
+def with_nodes(site, nodes=None):
+    """The pool file with the compute nodes' fabric addresses: the prolog then opens forwarding per pair."""
+    data = json.loads(site.pool_file.read_text())
+    data["nodes"] = NODES if nodes is None else nodes
+    site.pool_file.write_text(json.dumps(data))
+
+
+def forwarded(site, job="200"):
+    """``{gateway endpoint: {(cluster node, booster node)}}`` the agents forward, translated back to node names."""
+    names = {a: n for n, fabrics in NODES.items() for a in fabrics.values()}
+    return {"127.0.0.2:%d" % a.store.get(job)["port"]: {(names[c], names[b]) for c, b in a.forwarder.jobs[job]}
+            for a in site.agents if job in a.forwarder.jobs}
+
+
+def test_each_gateway_forwards_exactly_the_pairs_the_routing_file_routes_through_it(site):
+    with_nodes(site)
+    code, out = run(site, "prolog")
+    assert code == 0, out
+    table = R.read_routing_file(str(site.workdir / "psgw-route-200"))
+    expected = {}
+    for gw, c, b in table.routes():
+        expected.setdefault(gw, set()).add((c, b))
+    assert forwarded(site) == expected and sum(map(len, expected.values())) == 6
+    assert "psgw: job 200: forwarding " in out
+    gw01 = site.agents[0]
+    gw01.forwarder.run.counters["job200_c2b"] = {"packets": 3, "bytes": 3000}
+    code, out = run(site, "epilog")
+    assert code == 0 and forwarded(site) == {}
+    assert "gw01: no traffic; forwarded extoll->ib 0 bytes, ib->extoll 3000 bytes" in out
+    report = json.loads((site.tmp / "reports" / "200.json").read_text())
+    assert report["gateways"]["gw01"]["forwarded"]["ib->extoll"]["bytes"] == 3000
+
+
+def test_without_node_addresses_no_pairs_are_sent(site):
+    assert run(site, "prolog")[0] == 0
+    assert forwarded(site) == {} and [len(a.list()) for a in site.agents] == [1, 1]
+
+
+def test_a_node_without_an_address_fails_the_prolog_and_undoes_everything(site):
+    with_nodes(site, {n: a for n, a in NODES.items() if n != "booster02"})
+    code, out = run(site, "prolog")
+    assert code == slurm.REQUEUE
+    err = (site.workdir / "JOB-200-psgw.err").read_text()
+    assert "node booster02 has no extoll address in the pool file's nodes" in err
+    assert [a.list() for a in site.agents] == [[], []] and forwarded(site) == {}
+    with P.GatewayPool(site.db) as pool:
+        assert pool.counts()["free"] == 2
+
+
+def test_a_bad_node_address_in_the_pool_file_is_an_error_naming_it(site):
+    with_nodes(site, dict(NODES, booster02={"extoll": "10.44.0.999"}))
+    err = io.StringIO()
+    assert slurm.main(["prolog"] + site.argv, env={"SLURM_JOB_ID": "200"}, out=io.StringIO(), err=err) == \
+        slurm.REQUEUE
+    assert "nodes.booster02.extoll: '10.44.0.999' is not an IP address" in err.getvalue()
+    assert [a.list() for a in site.agents] == [[], []]
+
+
+def test_a_delayed_part_adds_its_pairs_to_the_leaders_gateways_and_takes_them_away_at_its_end(site, as_slurm_user):
+    with_nodes(site)
+    _with_delayed_part(site)
+    assert run(site, "prolog")[0] == 0
+    before = set().union(*forwarded(site).values())
+    assert run(site, "prolog", job="300")[0] == 0
+    added = set().union(*forwarded(site).values()) - before
+    assert added == {(c, b) for c in ("cluster01", "cluster02") for b in ("dam01", "dam02")}
+    table = R.read_routing_file(str(site.workdir / "routes.txt"))
+    assert all((c, b) in forwarded(site)[gw] for gw, c, b in table.routes())
+    assert run(site, "epilog", job="300")[0] == 0
+    assert set().union(*forwarded(site).values()) == before

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 
+from ansible_collections.msa.hpc.plugins.module_utils import _gw_paths as N
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
@@ -264,12 +265,31 @@ def setup(job, strategy, pool, alloc, settings, opts, out):
         table = R.build_routing(job.cluster, job.booster, endpoints, strategy)
     except R.RoutingError as exc:
         raise PrologError("job %s: %s" % (job.job_id, exc)) from None
+    open_paths(job.job_id, table.routes(), alloc, endpoints, settings, token, opts, out)
     try:
         U.user_file(job.record, "write", job.routing_file, R.format_routing(table), opts.user_helper)
     except (OSError, U.UserFileError) as exc:
         raise PrologError("job %s: cannot write routing file %s: %s" % (job.job_id, job.routing_file, exc)) from None
     out.write("psgw: job %s: %d gateways %s, %d routes (%s) in %s\n" % (
         job.job_id, len(endpoints), " ".join(endpoints), len(table), job.strategy_name, job.routing_file))
+
+
+def open_paths(job_id, routes, alloc, endpoints, settings, token, opts, out):
+    """Have each gateway forward exactly the job's node pairs it routes (POST again, with ``pairs``); nothing when
+    the pool file names no node addresses (forwarding off). Returns ``{gateway: pairs}``."""
+    if not settings.get("nodes"):
+        return {}
+    try:
+        pairs = N.gateway_pairs(routes, alloc["gateways"], endpoints, settings["nodes"])
+    except N.PathError as exc:
+        raise PrologError("job %s: %s" % (job_id, exc)) from None
+    for gw in alloc["gateways"]:
+        agent_call(gw["agent"], "POST", "/v1/jobs", token,
+                   {"job": str(job_id), "port": gw["port"] or settings["port"], "pairs": pairs[gw["name"]]},
+                   ca_path=opts.ca_file)
+    out.write("psgw: job %s: forwarding %s\n" % (job_id, ", ".join(
+        "%d pairs on %s" % (len(p), name) for name, p in sorted(pairs.items()))))
+    return pairs
 
 
 # --------------------------------------------------------------------------- a workflow's delayed parts
@@ -340,12 +360,22 @@ def join_workflow(record, settings, opts, out):
             joined = dict(pool.allocation(leader_id)["info"].get("joined") or {})
             joined[record["job_id"]] = lines.decode("utf-8")
             pool.update_info(leader_id, joined=joined)
+        workflow_paths(leader_id, leader_sides, joined, alloc, endpoints, strategy, settings, opts, out)
         out.write("psgw: job %s: %d routes of its nodes %s added to %s, the routing file of its leader %s\n" % (
             record["job_id"], lines.count(b"\n"), " ".join(record["nodes"]), path, leader_id))
     except (PrologError, R.RoutingError, U.UserFileError, S.JobRecordError, P.PoolError, OSError) as exc:
         why = "job %s not added to the routing file of its leader %s: %s" % (record["job_id"], leader_id, exc)
         out.write("psgw: %s\n" % why)
         U.append_error(record, "psgw", why, opts.user_helper)
+
+
+def workflow_paths(leader_id, sides, joined, alloc, endpoints, strategy, settings, opts, out):
+    """Have the leader's gateways forward the pairs of its own nodes and of the parts that joined it now."""
+    if not settings.get("nodes"):
+        return
+    routes = R.build_routing(sides[0], sides[1], endpoints, strategy).routes()
+    routes |= {tuple(line.split()) for text in joined.values() for line in text.splitlines() if line.strip()}
+    open_paths(leader_id, routes, alloc, endpoints, settings, read_token(opts.token_file), opts, out)
 
 
 def leave_workflow(job_id, opts, out):
@@ -367,6 +397,7 @@ def leave_workflow(job_id, opts, out):
         U.user_file(leader, "write", alloc["info"]["routing_file"], data, opts.user_helper)
         with P.GatewayPool(opts.db) as pool:
             pool.update_info(leader_id, joined=joined)
+        workflow_paths(leader_id, (cluster, booster), joined, alloc, endpoints, strategy, settings, opts, out)
         out.write("psgw: job %s ended: its routes removed from %s, the routing file of its leader %s\n" % (
             job_id, alloc["info"]["routing_file"], leader_id))
     except (PrologError, R.RoutingError, U.UserFileError, S.JobRecordError, P.PoolError, OSError) as exc:
@@ -422,8 +453,11 @@ def epilog(env, opts, out=sys.stdout):
         return 0
     for name, stats in sorted(report["gateways"].items()):
         dirs = (stats or {}).get("directions", {})
-        out.write("psgw: job %s gateway %s: %s\n" % (job_id, name, ", ".join(
-            "%s %d bytes" % (k, v["bytes"]) for k, v in sorted(dirs.items())) or "no traffic"))
+        line = ", ".join("%s %d bytes" % (k, v["bytes"]) for k, v in sorted(dirs.items())) or "no traffic"
+        forwarded = (stats or {}).get("forwarded")  # the kernel forwarding of the job's pairs (MPI over TCP)
+        if forwarded:
+            line += "; forwarded " + ", ".join("%s %d bytes" % (k, v["bytes"]) for k, v in sorted(forwarded.items()))
+        out.write("psgw: job %s gateway %s: %s\n" % (job_id, name, line))
     if opts.report_dir:
         try:
             os.makedirs(opts.report_dir, exist_ok=True)

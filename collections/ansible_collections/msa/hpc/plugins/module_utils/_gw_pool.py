@@ -9,6 +9,8 @@ import re
 import sqlite3
 import time
 
+from ansible_collections.msa.hpc.plugins.module_utils._gw_paths import PathError, parse_nodes
+
 try:
     import yaml
 except ImportError:  # pragma: no cover - JSON pool files still work without PyYAML
@@ -116,7 +118,8 @@ def parse_pool(data, source="pool"):
     are reached unless an entry names its ``agent`` URL), ``selection`` (lru / round_robin), ``strategy`` (default
     routing strategy), ``license`` (Slurm license that carries the gateway count), ``route_prefix``
     (default routing file name ``<prefix>-<job id>``), ``cluster_partitions`` (partitions on the cluster
-    side of the gateways; every other partition is the booster side) and ``plugin_dirs``.
+    side of the gateways; every other partition is the booster side), ``plugin_dirs`` and ``nodes`` (each compute
+    node's fabric addresses: with them the prolog has each gateway forward exactly the job's node pairs).
     """
     if not isinstance(data, dict) or not isinstance(data.get("gateways"), list):
         raise PoolError("%s: expected a mapping with a 'gateways' list" % source)
@@ -157,11 +160,16 @@ def parse_pool(data, source="pool"):
     if not isinstance(cluster_partitions, list) or not all(isinstance(p, str) for p in cluster_partitions):
         raise PoolError("%s: cluster_partitions is %r, expected a list of partition names"
                         % (source, cluster_partitions))
+    try:
+        nodes = parse_nodes(data.get("nodes"), source)
+    except PathError as exc:
+        raise PoolError(str(exc)) from None
     settings = {"route_fabric": route_fabric, "port": port, "agent_port": agent_port, "agent_scheme": agent_scheme,
                 "selection": selection,
                 "strategy": str(data.get("strategy", "balance")), "license": str(data.get("license", "gateway")),
                 "route_prefix": str(data.get("route_prefix", "psgw-route")),
-                "cluster_partitions": cluster_partitions, "plugin_dirs": list(data.get("plugin_dirs") or [])}
+                "cluster_partitions": cluster_partitions, "plugin_dirs": list(data.get("plugin_dirs") or []),
+                "nodes": nodes}
     return gateways, settings
 
 
