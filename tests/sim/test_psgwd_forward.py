@@ -167,7 +167,7 @@ def fwd_agent(tmp_path, monkeypatch):
                   forwarder=fwd.Forwarder(IB, EXTOLL, ("ib", "extoll"), run=nft, hold=30), clock=lambda: clock[0])
     server = AgentServer(("127.0.0.1", 0), agent, TOKEN)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
-    yield "http://127.0.0.1:%d" % server.server_address[1], agent, nft, clock
+    yield "http://127.0.0.1:%d" % server.server_address[1], agent, nft, clock, server
     for rec in agent.store.all():
         agent.stop(rec["job"])
     server.shutdown()
@@ -175,7 +175,7 @@ def fwd_agent(tmp_path, monkeypatch):
 
 
 def test_post_opens_the_jobs_pairs_get_shows_bytes_delete_closes_them(fwd_agent):
-    base, agent, nft, _ = fwd_agent
+    base, agent, nft, _, _server = fwd_agent
     status, rec = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1], [CM2, ESB1]]})
     assert status == 201 and rec["pairs"] == [[CM1, ESB1], [CM2, ESB1]]
     assert sum("job42_c2b accept" in r for r in nft.rules()) == 2
@@ -191,7 +191,7 @@ def test_post_opens_the_jobs_pairs_get_shows_bytes_delete_closes_them(fwd_agent)
 
 
 def test_bad_pairs_are_refused_before_any_psgwd_starts(fwd_agent):
-    base, agent, nft, _ = fwd_agent
+    base, agent, nft, _, _server = fwd_agent
     status, body = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, "10.99.0.1"]]})
     assert status == 400 and "booster address 10.99.0.1 is outside" in body["error"]["message"]
     status, body = call(base, "POST", "/v1/jobs", {"job": "job-42", "pairs": []})
@@ -200,7 +200,7 @@ def test_bad_pairs_are_refused_before_any_psgwd_starts(fwd_agent):
 
 
 def test_a_failed_nft_stops_the_psgwd_it_started(fwd_agent):
-    base, agent, nft, _ = fwd_agent
+    base, agent, nft, _, _server = fwd_agent
     nft.fail = "Error: Operation not permitted"
     status, body = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})
     assert status == 500 and "forwarding not opened" in body["error"]["message"]
@@ -208,7 +208,7 @@ def test_a_failed_nft_stops_the_psgwd_it_started(fwd_agent):
 
 
 def test_killing_the_jobs_psgwd_closes_its_forwarding_and_delete_still_reports_the_bytes(fwd_agent):
-    base, agent, nft, clock = fwd_agent
+    base, agent, nft, clock, _server = fwd_agent
     rec = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})[1]
     call(base, "POST", "/v1/jobs", {"job": "43", "pairs": [[CM2, ESB2]]})
     nft.counters["job42_b2c"] = {"packets": 4, "bytes": 4096}
@@ -228,7 +228,7 @@ def test_killing_the_jobs_psgwd_closes_its_forwarding_and_delete_still_reports_t
 
 
 def test_a_restarted_agent_applies_the_stored_pairs_again(fwd_agent, tmp_path):
-    base, agent, nft, _ = fwd_agent
+    base, agent, nft, _, _server = fwd_agent
     call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})
     again = Agent("gw01", [("ib", "127.0.0.2"), ("extoll", "127.0.0.3")], str(tmp_path / "state"),
                   str(tmp_path / "run"), forwarder=fwd.Forwarder(IB, EXTOLL, ("ib", "extoll"), run=nft))
@@ -244,3 +244,19 @@ def test_pairs_sent_to_an_agent_without_forwarding_are_refused(tmp_path, monkeyp
     with pytest.raises(AgentError, match="forwards no node pairs"):
         agent.start("42", 0, [[CM1, ESB1]])
     assert agent.list() == []
+
+
+def test_the_compute_nodes_read_only_token_reads_a_jobs_pairs_and_nothing_else(fwd_agent):
+    from ansible_collections.msa.hpc.plugins.module_utils import _gw_node_routes as NR
+    base, _agent, _nft, _, server = fwd_agent
+    server_read = "node-read-token"
+    server.read_token = server_read
+    assert call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})[0] == 201
+    gw = {"name": "gw01", "agent": base}
+    assert NR.agent_pairs(gw, "42", server_read) == [[CM1, ESB1]]
+    assert NR.agent_pairs(gw, "43", server_read) == []   # a job this gateway does not serve
+    assert call(base, "GET", "/v1/jobs", token=server_read)[0] == 401
+    assert call(base, "DELETE", "/v1/jobs/42", token=server_read)[0] == 401
+    assert call(base, "POST", "/v1/jobs", {"job": "43"}, token=server_read)[0] == 401
+    with pytest.raises(NR.RouteError, match="gateway gw01: agent .*401"):
+        NR.agent_pairs(gw, "42", "wrong")

@@ -320,12 +320,20 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
-    def _authorised(self):
+    def _authorised(self, method, path):
+        """The agents' token for everything; the compute nodes' read-only token for GET /v1/jobs/<job> only."""
         token = self.server.token
         if token is None:
             return True
         got = self.headers.get("Authorization", "")
-        return got.startswith("Bearer ") and hmac.compare_digest(got[7:].strip().encode(), token.encode())
+        if not got.startswith("Bearer "):
+            return False
+        got = got[7:].strip().encode()
+        if hmac.compare_digest(got, token.encode()):
+            return True
+        read = getattr(self.server, "read_token", None)
+        return bool(read) and method == "GET" and re.fullmatch(r"/v1/jobs/[^/]+", path) is not None \
+            and hmac.compare_digest(got, read.encode())
 
     def _dispatch(self, method):
         agent = self.server.agent
@@ -333,7 +341,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             if method == "GET" and path == "/v1/health":
                 return self._send(200, agent.health())
-            if not self._authorised():
+            if not self._authorised(method, path):
                 return self._send(401, {"error": {"message": "missing or wrong bearer token"}})
             if path == "/v1/jobs" and method == "GET":
                 return self._send(200, agent.list())
@@ -369,9 +377,10 @@ class Handler(BaseHTTPRequestHandler):
 class AgentServer(TLSThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address, agent, token, tls=None):
+    def __init__(self, address, agent, token, tls=None, read_token=None):
         self.agent = agent
         self.token = token
+        self.read_token = read_token  # the compute nodes' (msa-gw-routes): GET /v1/jobs/<job> only
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, Handler, tls=tls)
@@ -404,6 +413,7 @@ def main(argv=None):
                     help="the fabric is up only while one interface named PREFIX* has its link up (EXTOLL ports)")
     ap.add_argument("--name", default=socket.gethostname().split(".")[0])
     ap.add_argument("--token-file", default="/etc/msa-gw/agent.token")
+    ap.add_argument("--read-token-file", help="token of the compute nodes' route hooks: GET /v1/jobs/<job> only")
     ap.add_argument("--insecure-no-auth", action="store_true", help="serve without a token, and without TLS when none is given (tests only)")
     ap.add_argument("--tls-cert", help="PEM certificate of the API: with --tls-key, the agent speaks TLS only")
     ap.add_argument("--tls-key", help="PEM key of --tls-cert")
@@ -448,8 +458,9 @@ def main(argv=None):
         agent = Agent(args.name, fabrics, args.state_dir, args.run_dir, ports=ports, forwarder=forwarder)
         agent.restore()
         host, _, port = args.listen.rpartition(":")
+        read = read_token(args.read_token_file) if args.read_token_file and token else None
         server = AgentServer((host.strip("[]"), int(port)), agent, token,
-                             tls=(args.tls_cert, args.tls_key) if args.tls_cert else None)
+                             tls=(args.tls_cert, args.tls_key) if args.tls_cert else None, read_token=read)
     except (OSError, ValueError) as exc:
         print("psgw-agent: %s" % exc, file=sys.stderr)
         return 2

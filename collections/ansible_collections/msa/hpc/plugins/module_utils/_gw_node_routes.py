@@ -1,0 +1,200 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""slurmd Prolog/Epilog piece of a compute node (root): the host routes of a job's cross-module node pairs.
+
+``msa-gw-routes prolog`` (SLURM_JOB_ID, SLURMD_NODENAME from slurmd) asks each gateway of the pool file for the job
+(``GET /v1/jobs/<id>`` with the agents' read-only token: ``pairs`` the gateway forwards for the job; 404 when the
+job has none there), keeps the pairs with this node's address, and installs one host route per peer: on a cluster
+node ``<booster addr>/32 via <gateway's cluster-fabric addr>``, on a booster node ``<cluster addr>/32 via <gateway's
+booster-fabric addr>``. Nothing the job wrote is read: the pool file (root-owned, from the inventory) names the
+gateways, their addresses and every node's addresses, and a pair an agent answers is used only when both its
+addresses are those of compute nodes there. The routes are written to ``<state dir>/<job>.json``; ``epilog`` removes
+them again (a route another running job on this node also installed stays). A route is a convenience: the gateway's
+nftables rules decide what crosses (docs/architecture.md §4.6). ``--route-helper CMD`` replaces ``ip route`` by
+``CMD add|del PEER VIA OWN`` (the simulator's EXTOLL side tunnels to the gateway: msa_sim.psgwd.tunnel).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+
+from ansible_collections.msa.hpc.plugins.module_utils import _gw_paths as N
+from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
+from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
+
+DEFAULT_STATE_DIR = "/run/msa-gw/routes"
+
+
+class RouteError(Exception):
+    """The job's routes cannot be worked out or installed; the message names the gateway, node or value."""
+
+
+def agent_pairs(gateway, job_id, token, ca_path=None, timeout=10.0):
+    """The pairs ``gateway`` forwards for the job (``[]`` when it serves no such job)."""
+    try:
+        client = RestClient(gateway["agent"], token=token, token_header="Authorization", timeout=timeout, retries=1,
+                            ca_path=ca_path)
+        rec = client.request("GET", "/v1/jobs/%s" % job_id, expect=(200,))[1]
+    except RestError as exc:
+        if exc.status == 404:
+            return []
+        raise RouteError("gateway %s: agent %s: %s" % (gateway["name"], gateway["agent"], exc)) from None
+    pairs = rec.get("pairs") if isinstance(rec, dict) else None
+    if not isinstance(pairs, list):
+        raise RouteError("gateway %s answered no pairs for job %s" % (gateway["name"], job_id))
+    return pairs
+
+
+def check_pairs(gateway, pairs, nodes):
+    """The agent's ``pairs`` as ``[(cluster addr, booster addr)]``, each address that of a compute node of the pool
+    file on the gateway's fabric on that side; anything else is refused naming the gateway and value."""
+    c_fabric, b_fabric = N.gateway_fabrics(gateway)
+    known = {f: {a[f] for a in nodes.values() if f in a} for f in (c_fabric, b_fabric)}
+    out = []
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, list) or len(pair) != 2 or not all(isinstance(a, str) for a in pair):
+            raise RouteError("gateway %s: pairs[%d] %r is not [cluster address, booster address]"
+                             % (gateway["name"], i, pair))
+        for addr, fabric in zip(pair, (c_fabric, b_fabric)):
+            if addr not in known[fabric]:
+                raise RouteError("gateway %s: pairs[%d]: %r is no compute node's %s address in the pool file"
+                                 % (gateway["name"], i, addr, fabric))
+        out.append(tuple(pair))
+    return out
+
+
+def plan(node, nodes, gateways, pairs_by_gateway):
+    """``(own address, [(peer, via), ...])`` this node needs; own address None (and no routes) when the node is on
+    neither side or on both (it reaches the other side without a gateway)."""
+    mine = nodes.get(node, {})
+    fabrics = {N.gateway_fabrics(g) for g in gateways}
+    if len(fabrics) > 1:
+        raise RouteError("the pool's gateways bridge different fabrics: %s" % sorted(fabrics))
+    if not fabrics:
+        return None, []
+    c_fabric, b_fabric = fabrics.pop()
+    if (c_fabric in mine) == (b_fabric in mine):
+        return None, []
+    own = mine.get(c_fabric) or mine.get(b_fabric)
+    try:
+        routes = N.node_routes(own, {g: [list(p) for p in ps] for g, ps in pairs_by_gateway.items()},
+                               {g["name"]: g["addresses"] for g in gateways}, (c_fabric, b_fabric))
+    except N.PathError as exc:
+        raise RouteError(str(exc)) from None
+    return own, routes
+
+
+def ip_route(action, peer, via, own, helper, run):
+    """Install (``add``) or remove (``del``) one host route, with ``ip`` or the site's ``helper``."""
+    if helper:
+        argv = [helper, action, peer, via, own]
+    elif action == "add":
+        argv = ["ip", "route", "replace", "%s/32" % peer if ":" not in peer else "%s/128" % peer, "via", via]
+    else:
+        argv = ["ip", "route", "del", "%s/32" % peer if ":" not in peer else "%s/128" % peer, "via", via]
+    proc = run(argv, capture_output=True, text=True, timeout=30, check=False)
+    if proc.returncode != 0:
+        raise RouteError("%s failed: %s" % (" ".join(argv), (proc.stderr or "").strip() or proc.returncode))
+
+
+def _state_file(state_dir, job_id):
+    return os.path.join(state_dir, "%s.json" % job_id)
+
+
+def _read_state(path):
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("routes"), list) else None
+
+
+def prolog(job_id, node, opts, run=None, fetch=None):
+    """Install the node's routes of the job; return them (``[(peer, via)]``)."""
+    run, fetch = run or subprocess.run, fetch or agent_pairs
+    gateways, settings = P.load_pool_file(opts.pool_file)
+    gateways = [g.as_dict() for g in gateways]
+    nodes = settings["nodes"]
+    if node not in nodes:
+        return []
+    token = None
+    if opts.token_file:
+        with open(opts.token_file, "r", encoding="utf-8") as fh:
+            token = fh.read().strip() or None
+    pairs = {g["name"]: check_pairs(g, fetch(g, job_id, token, opts.ca_file or None), nodes) for g in gateways}
+    own, routes = plan(node, nodes, gateways, pairs)
+    if not routes:
+        return []
+    os.makedirs(opts.state_dir, mode=0o700, exist_ok=True)
+    path = _state_file(opts.state_dir, job_id)
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:  # recorded first: the epilog removes what was tried
+        json.dump({"job": job_id, "own": own, "routes": [list(r) for r in routes]}, fh)
+    os.replace(path + ".tmp", path)
+    for peer, via in routes:
+        ip_route("add", peer, via, own, opts.route_helper, run)
+    return routes
+
+
+def epilog(job_id, opts, run=None):
+    """Remove the routes the prolog installed for the job (not those another job on this node installed too)."""
+    run = run or subprocess.run
+    path = _state_file(opts.state_dir, job_id)
+    state = _read_state(path)
+    if state is None:
+        return []
+    others = set()
+    for name in os.listdir(opts.state_dir):
+        other = _read_state(os.path.join(opts.state_dir, name)) if name.endswith(".json") else None
+        if other and name != os.path.basename(path):
+            others.update(tuple(r) for r in other["routes"])
+    removed, errors = [], []
+    for peer, via in (tuple(r) for r in state["routes"]):
+        if (peer, via) in others:
+            continue
+        try:
+            ip_route("del", peer, via, state["own"], opts.route_helper, run)
+            removed.append((peer, via))
+        except RouteError as exc:
+            errors.append(str(exc))
+    os.unlink(path)
+    if errors:
+        raise RouteError("job %s: routes not removed: %s" % (job_id, "; ".join(errors)))
+    return removed
+
+
+def parser(prog="msa-gw-routes"):
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("action", choices=("prolog", "epilog"))
+    ap.add_argument("--pool-file", default=P.DEFAULT_POOL_FILE)
+    ap.add_argument("--token-file", default="/etc/msa-gw/agent-read.token",
+                    help="the agents' read-only token (GET of a job only)")
+    ap.add_argument("--ca-file", default="", help="CA the agents' certificates are verified against")
+    ap.add_argument("--state-dir", default=DEFAULT_STATE_DIR)
+    ap.add_argument("--route-helper", default="", help="CMD add|del PEER VIA OWN instead of ip route")
+    return ap
+
+
+def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-gw-routes"):
+    """Prolog failure: exit 1 (slurmd drains the node and requeues the job); epilog failures too (a stale route)."""
+    env = os.environ if env is None else env
+    opts = parser(prog).parse_args(argv)
+
+    def action():
+        job_id = S.check_job_id(env.get("SLURM_JOB_ID"), "SLURM_JOB_ID")
+        if opts.action == "epilog":
+            done = epilog(job_id, opts)
+            verb = "removed"
+        else:
+            node = env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+            done = prolog(job_id, node, opts)
+            verb = "installed"
+        if done:
+            out.write("psgw routes: job %s: %s %s\n" % (job_id, verb, ", ".join("%s via %s" % r for r in done)))
+        return 0
+    return S.run_hook("psgw routes", opts.action, action, 1, env.get("SLURM_JOB_ID"), err,
+                      (RouteError, N.PathError, P.PoolError, S.JobRecordError, OSError, ValueError))
