@@ -34,6 +34,7 @@ from http.server import BaseHTTPRequestHandler
 
 from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
 from msa_sim.psgwd import forward as fwd
+from msa_sim.psgwd import tunnel
 from msa_sim.psgwd.store import DaemonStore
 
 log = logging.getLogger("psgw-agent")
@@ -420,6 +421,9 @@ def main(argv=None):
     ap.add_argument("--forward-network", action="append", default=[], metavar="NAME=CIDR",
                     help="the network of a --fabric whose addresses job pairs may name: given for both fabrics, "
                     "the agent opens nftables forwarding for each job's node pairs (first --fabric: cluster side)")
+    ap.add_argument("--tunnel", choices=("none", "vxlan"), default="none",
+                    help="vxlan: the simulator's booster nodes reach this gateway through a VXLAN tunnel over the "
+                    "torus (msa_sim.psgwd.tunnel); set it up at start (with --forward-network)")
     ap.add_argument("--state-dir", default="/var/lib/msa-gw")
     ap.add_argument("--run-dir", default="/run/msa-gw")
     args = ap.parse_args(argv)
@@ -446,6 +450,8 @@ def main(argv=None):
         if not sep or name not in dict(fabrics) or not cidr:
             ap.error("--forward-network %r is not NAME=CIDR of a --fabric" % item)
         networks[name] = cidr
+    if args.tunnel != "none" and not networks:
+        ap.error("--tunnel %s needs --forward-network" % args.tunnel)
     if networks and (len(fabrics) != 2 or set(networks) != set(dict(fabrics))):
         ap.error("--forward-network is needed for both fabrics of a gateway (two --fabric), got %s"
                  % ", ".join(sorted(networks)))
@@ -455,13 +461,15 @@ def main(argv=None):
         if networks:
             (cluster, _), (booster, _) = fabrics
             forwarder = fwd.Forwarder(networks[cluster], networks[booster], (cluster, booster))
+            if args.tunnel == "vxlan":
+                tunnel.setup_gateway(fabrics[1][1])
         agent = Agent(args.name, fabrics, args.state_dir, args.run_dir, ports=ports, forwarder=forwarder)
         agent.restore()
         host, _, port = args.listen.rpartition(":")
         read = read_token(args.read_token_file) if args.read_token_file and token else None
         server = AgentServer((host.strip("[]"), int(port)), agent, token,
                              tls=(args.tls_cert, args.tls_key) if args.tls_cert else None, read_token=read)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, tunnel.TunnelError) as exc:
         print("psgw-agent: %s" % exc, file=sys.stderr)
         return 2
     if forwarder is not None:
