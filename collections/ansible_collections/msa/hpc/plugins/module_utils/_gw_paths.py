@@ -84,9 +84,10 @@ def gateway_pairs(routes, gateways, endpoints, nodes):
             raise PathError("route %s %s %s names no gateway of the job" % (endpoint, cluster, booster))
         c_fabric, b_fabric = gateway_fabrics(gw)
         out[gw["name"]].add((node_address(nodes, cluster, c_fabric), node_address(nodes, booster, b_fabric)))
-    return {name: [list(p) for p in sorted(pairs, key=lambda p: (ipaddress.ip_address(p[0]),
-                                                                  ipaddress.ip_address(p[1])))]
-            for name, pairs in out.items()}
+
+    def key(pair):
+        return ipaddress.ip_address(pair[0]), ipaddress.ip_address(pair[1])
+    return {name: [list(p) for p in sorted(pairs, key=key)] for name, pairs in out.items()}
 
 
 def node_routes(address, pairs, gateway_addresses, fabrics):

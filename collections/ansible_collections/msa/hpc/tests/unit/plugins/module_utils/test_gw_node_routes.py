@@ -54,8 +54,8 @@ def fetch(pairs=None):
 
 def test_a_cluster_node_routes_each_booster_peer_via_its_gateways_cluster_address(opts):
     ip = Ip()
-    assert NR.prolog("42", "cm01", opts, run=ip, fetch=fetch()) == [("10.2.0.40", "10.1.0.201"),
-                                                                     ("10.2.0.41", "10.1.0.202")]
+    routes = NR.prolog("42", "cm01", opts, run=ip, fetch=fetch())
+    assert routes == [("10.2.0.40", "10.1.0.201"), ("10.2.0.41", "10.1.0.202")]
     assert ip.calls == [["ip", "route", "replace", "10.2.0.40/32", "via", "10.1.0.201"],
                         ["ip", "route", "replace", "10.2.0.41/32", "via", "10.1.0.202"]]
 
