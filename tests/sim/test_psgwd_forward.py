@@ -13,8 +13,10 @@ import time
 
 import pytest
 
+from ansible_collections.msa.hpc.plugins.module_utils import _gw_node_routes as NR
+from msa_sim.psgwd import agent as agent_mod
 from msa_sim.psgwd import forward as fwd
-from msa_sim.psgwd.agent import Agent, AgentServer
+from msa_sim.psgwd.agent import Agent, AgentError, AgentServer
 from tests.helpers import FakeNft, interfaces_up
 from tests.sim.test_psgwd_agent import TOKEN, call
 
@@ -175,7 +177,7 @@ def fwd_agent(tmp_path, monkeypatch):
 
 
 def test_post_opens_the_jobs_pairs_get_shows_bytes_delete_closes_them(fwd_agent):
-    base, agent, nft, _, _server = fwd_agent
+    base, _agent, nft, _, _server = fwd_agent
     status, rec = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1], [CM2, ESB1]]})
     assert status == 201 and rec["pairs"] == [[CM1, ESB1], [CM2, ESB1]]
     assert sum("job42_c2b accept" in r for r in nft.rules()) == 2
@@ -228,7 +230,7 @@ def test_killing_the_jobs_psgwd_closes_its_forwarding_and_delete_still_reports_t
 
 
 def test_a_restarted_agent_applies_the_stored_pairs_again(fwd_agent, tmp_path):
-    base, agent, nft, _, _server = fwd_agent
+    base, _agent, nft, _, _server = fwd_agent
     call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})
     again = Agent("gw01", [("ib", "127.0.0.2"), ("extoll", "127.0.0.3")], str(tmp_path / "state"),
                   str(tmp_path / "run"), forwarder=fwd.Forwarder(IB, EXTOLL, ("ib", "extoll"), run=nft))
@@ -238,16 +240,14 @@ def test_a_restarted_agent_applies_the_stored_pairs_again(fwd_agent, tmp_path):
     assert sum("job42" in r for r in nft.rules()) == 2
 
 
-def test_pairs_sent_to_an_agent_without_forwarding_are_refused(tmp_path, monkeypatch):
+def test_pairs_sent_to_an_agent_without_forwarding_are_refused(tmp_path):
     agent = Agent("gw01", [("ib", "127.0.0.2"), ("extoll", "127.0.0.3")], str(tmp_path / "s"), str(tmp_path / "r"))
-    from msa_sim.psgwd.agent import AgentError
     with pytest.raises(AgentError, match="forwards no node pairs"):
         agent.start("42", 0, [[CM1, ESB1]])
     assert agent.list() == []
 
 
 def test_the_compute_nodes_read_only_token_reads_a_jobs_pairs_and_nothing_else(fwd_agent):
-    from ansible_collections.msa.hpc.plugins.module_utils import _gw_node_routes as NR
     base, _agent, _nft, _, server = fwd_agent
     server_read = "node-read-token"
     server.read_token = server_read
@@ -260,3 +260,23 @@ def test_the_compute_nodes_read_only_token_reads_a_jobs_pairs_and_nothing_else(f
     assert call(base, "POST", "/v1/jobs", {"job": "43"}, token=server_read)[0] == 401
     with pytest.raises(NR.RouteError, match="gateway gw01: agent .*401"):
         NR.agent_pairs(gw, "42", "wrong")
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--forward-network", "ib=10.43.0.0/24"], "--forward-network is needed for both fabrics"),
+    (["--forward-network", "eth=10.42.0.0/24"], "--forward-network 'eth=10.42.0.0/24' is not NAME=CIDR of a --fabric"),
+    (["--tunnel", "vxlan"], "--tunnel vxlan needs --forward-network"),
+])
+def test_the_agent_refuses_a_half_configured_forwarding_at_start(extra, message, capsys):
+    argv = ["--fabric", "ib=127.0.0.2", "--fabric", "extoll=127.0.0.3", "--insecure-no-auth"] + extra
+    with pytest.raises(SystemExit) as exc:
+        agent_mod.main(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_bad_forward_network_is_an_error_naming_it(tmp_path, capsys):
+    argv = ["--fabric", "ib=127.0.0.2", "--fabric", "extoll=127.0.0.3", "--insecure-no-auth", "--state-dir",
+            str(tmp_path / "s"), "--run-dir", str(tmp_path / "r"), "--forward-network", "ib=10.43.0.0/33",
+            "--forward-network", "extoll=10.44.0.0/24"]
+    assert agent_mod.main(argv) == 2
+    assert "cluster network '10.43.0.0/33' is not an IP network" in capsys.readouterr().err

@@ -387,7 +387,7 @@ def test_without_node_addresses_no_pairs_are_sent(site):
 
 def test_a_node_without_an_address_fails_the_prolog_and_undoes_everything(site):
     with_nodes(site, {n: a for n, a in NODES.items() if n != "booster02"})
-    code, out = run(site, "prolog")
+    code, _ = run(site, "prolog")
     assert code == slurm.REQUEUE
     err = (site.workdir / "JOB-200-psgw.err").read_text()
     assert "node booster02 has no extoll address in the pool file's nodes" in err
