@@ -280,3 +280,10 @@ def test_a_bad_forward_network_is_an_error_naming_it(tmp_path, capsys):
             "--forward-network", "extoll=10.44.0.0/24"]
     assert agent_mod.main(argv) == 2
     assert "cluster network '10.43.0.0/33' is not an IP network" in capsys.readouterr().err
+
+
+def test_torus_transit_is_accepted_by_port_interfaces_and_a_bad_prefix_is_refused():
+    script = fwd.render(IB, EXTOLL, {}, transit_prefix="ext")
+    assert rule('iifname "ext*" oifname "ext*"', 'accept comment "torus transit"') in script.splitlines()
+    with pytest.raises(fwd.ForwardError, match="port interface prefix .* is not an interface name"):
+        fwd.render(IB, EXTOLL, {}, transit_prefix='ext"; flush ruleset')

@@ -460,7 +460,8 @@ def main(argv=None):
         forwarder = None
         if networks:
             (cluster, _), (booster, _) = fabrics
-            forwarder = fwd.Forwarder(networks[cluster], networks[booster], (cluster, booster))
+            forwarder = fwd.Forwarder(networks[cluster], networks[booster], (cluster, booster),
+                                      transit_prefix=ports.get(booster))
             if args.tunnel == "vxlan":
                 tunnel.setup_gateway(fabrics[1][1])
         agent = Agent(args.name, fabrics, args.state_dir, args.run_dir, ports=ports, forwarder=forwarder)

@@ -1,11 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-from __future__ import annotations
-
 """Per-job kernel forwarding on a gateway: the nftables rules that let exactly a job's node pairs cross modules.
 
 The gateway forwards IP between its two fabrics (cluster side, e.g. InfiniBand, and booster side, EXTOLL) only
 through table ``inet msa_gw``: its ``forward`` chain drops by default, accepts transit inside the booster fabric
-(a gateway is a torus hop too) and, per open job, the packets of each of the job's pairs in both directions,
+(a gateway is a torus hop too: booster address to booster address, and with ``transit_prefix`` any packet from one
+torus port to another) and, per open job, the packets of each of the job's pairs in both directions,
 counted in two named counters ``job<ID>_c2b`` / ``job<ID>_b2c`` (bytes per direction for the epilog's report).
 A pair whose job closed (DELETE, or its psgwd died) is answered ``reject with tcp reset`` (ICMP admin-prohibited
 for anything else) for ``CLOSED_HOLD`` seconds, so an MPI code using it fails at once instead of waiting for
@@ -16,6 +15,7 @@ transaction: all or nothing) through an injectable runner. The rules are regener
 the counters are declared with ``add`` (no-op when they exist) and only a closed job's are deleted, so the other
 jobs' byte counts survive. Every address is checked here, whoever sent it (``check_pairs``).
 """
+from __future__ import annotations
 
 import ipaddress
 import json
@@ -29,6 +29,7 @@ CLOSED_HOLD = 60.0    # seconds a closed pair is answered with a reset before it
 JOB_ID = re.compile(r"^[0-9]{1,10}$")
 _COUNTER = re.compile(r"^job([0-9]{1,10})_(c2b|b2c)$")
 DIRECTIONS = ("c2b", "b2c")
+_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,13}$")
 
 
 class ForwardError(ValueError):
@@ -85,11 +86,14 @@ def counter_name(job, direction):
     return "job%s_%s" % (check_job(job), direction)
 
 
-def render(cluster_net, booster_net, jobs, closed=(), existing_counters=()):
+def render(cluster_net, booster_net, jobs, closed=(), existing_counters=(), transit_prefix=None):
     """The nft script (text) for the forward state.
 
     ``jobs``: ``{job id: [(cluster addr, booster addr), ...]}`` open now; ``closed``: pairs to answer with a reset;
-    ``existing_counters``: counter names in the table now (those of jobs no longer open are deleted)."""
+    ``existing_counters``: counter names in the table now (those of jobs no longer open are deleted);
+    ``transit_prefix``: name prefix of the booster fabric's port interfaces (the simulator's torus ports): a packet
+    that comes in on one and goes out on another is torus transit, whatever its addresses (a job's packet that
+    another gateway let into the torus crosses this one on its way)."""
     cluster_net, booster_net = ipaddress.ip_network(cluster_net), ipaddress.ip_network(booster_net)
     bf = _ip(str(booster_net.network_address))
     lines = ["add table %s %s" % (FAMILY, TABLE),
@@ -103,6 +107,11 @@ def render(cluster_net, booster_net, jobs, closed=(), existing_counters=()):
     rule = "add rule %s %s forward " % (FAMILY, TABLE)
     lines.append(rule + "%s saddr %s %s daddr %s accept comment \"booster fabric transit\""
                  % (bf, booster_net, bf, booster_net))
+    if transit_prefix:
+        if not _PREFIX.match(str(transit_prefix)):
+            raise ForwardError("port interface prefix %r is not an interface name" % (transit_prefix,))
+        lines.append(rule + "iifname \"%s*\" oifname \"%s*\" accept comment \"torus transit\""
+                     % (transit_prefix, transit_prefix))
     for job in sorted(jobs, key=int):
         for c, b in jobs[job]:
             lines.append(rule + "%s saddr %s %s daddr %s counter name %s accept"
@@ -156,12 +165,13 @@ class Forwarder:
     """The forwarding state of one gateway: open jobs and recently closed pairs, applied through ``run``."""
 
     def __init__(self, cluster_net, booster_net, fabric_names=("cluster", "booster"), run=nft_run,
-                 hold=CLOSED_HOLD):
+                 hold=CLOSED_HOLD, transit_prefix=None):
         self.cluster_net = network(cluster_net, "cluster network")
         self.booster_net = network(booster_net, "booster network")
         self.fabric_names = tuple(fabric_names)
         self.run = run
         self.hold = hold
+        self.transit_prefix = transit_prefix
         self.jobs = {}
         self.closed = {}  # pair -> time until which it is answered with a reset
 
@@ -179,7 +189,8 @@ class Forwarder:
 
     def apply(self, now):
         self.closed = {p: t for p, t in self.closed.items() if t > now}
-        script = render(self.cluster_net, self.booster_net, self.jobs, self.closed, self.counters())
+        script = render(self.cluster_net, self.booster_net, self.jobs, self.closed, self.counters(),
+                        self.transit_prefix)
         self.run(["-f", "-"], script)
         return script
 
