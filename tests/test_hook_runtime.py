@@ -63,9 +63,9 @@ def test_no_hook_unit_or_command_of_the_roles_refers_to_the_stand_ins():
             assert "msa_sim" not in tasks.read_text(), tasks
 
 
-def _node_program(role):
+def _node_program(role, tasks_file="main.yml"):
     """The ``vars`` of the role's include of hook_runtime's code (its module_utils and entry points)."""
-    tasks = yaml.safe_load((ROLES / role / "tasks/main.yml").read_text())
+    tasks = yaml.safe_load((ROLES / role / "tasks" / tasks_file).read_text())
     return next(t for t in tasks if t.get("ansible.builtin.include_role", {}).get("tasks_from") == "code")["vars"]
 
 
@@ -73,11 +73,12 @@ def _hook_lists():
     return [(yaml.safe_load((ROLES / "hook_runtime/defaults/main.yml").read_text())["hook_runtime_module_utils"],
              ["_gw_hooks", "_nam_hooks", "_userfile"]),
             (_node_program("slurm_healthcheck")["hook_runtime_module_utils"], ["_healthcheck"]),
-            (_node_program("slurm_reboot")["hook_runtime_module_utils"], ["_bmc_reboot"])]
+            (_node_program("slurm_reboot")["hook_runtime_module_utils"], ["_bmc_reboot"]),
+            (_node_program("gateway", "node_routes.yml")["hook_runtime_module_utils"], ["_gw_node_routes"])]
 
 
 @pytest.mark.parametrize("listed, entry_modules", _hook_lists(),
-                         ids=["controller hooks", "node health check", "node reboot program"])
+                         ids=["controller hooks", "node health check", "node reboot program", "node gateway routes"])
 def test_the_installed_module_utils_are_all_the_entry_points_import(listed, entry_modules):
     import ast
     listed = set(listed)
