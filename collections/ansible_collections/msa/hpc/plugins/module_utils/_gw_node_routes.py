@@ -2,8 +2,9 @@
 """slurmd Prolog/Epilog piece of a compute node (root): the host routes of a job's cross-module node pairs.
 
 ``msa-gw-routes prolog`` (SLURM_JOB_ID, SLURMD_NODENAME from slurmd) asks each gateway of the pool file for the job
-(``GET /v1/jobs/<id>`` with the agents' read-only token: ``pairs`` the gateway forwards for the job; 404 when the
-job has none there), keeps the pairs with this node's address, and installs one host route per peer: on a cluster
+(``GET /v1/jobs/<id>`` with the agents' read-only token; a heterogeneous job's component by its leader's id,
+SLURM_HET_JOB_ID, under which the controller's prolog opened the paths: ``pairs`` the gateway forwards for the job;
+404 when the job has none there), keeps the pairs with this node's address, and installs one host route per peer: on a cluster
 node ``<booster addr>/32 via <gateway's cluster-fabric addr>``, on a booster node ``<cluster addr>/32 via <gateway's
 booster-fabric addr>``. Nothing the job wrote is read: the pool file (root-owned, from the inventory) names the
 gateways, their addresses and every node's addresses, and a pair an agent answers is used only when both its
@@ -114,8 +115,9 @@ def _read_state(path):
     return data if isinstance(data, dict) and isinstance(data.get("routes"), list) else None
 
 
-def prolog(job_id, node, opts, run=None, fetch=None):
-    """Install the node's routes of the job; return them (``[(peer, via)]``)."""
+def prolog(job_id, node, opts, run=None, fetch=None, agent_job=None):
+    """Install the node's routes of the job; return them (``[(peer, via)]``). ``agent_job``: the id the agents know
+    the job by (a heterogeneous job's leader), default ``job_id``; the routes are recorded under ``job_id``."""
     run, fetch = run or subprocess.run, fetch or agent_pairs
     gateways, settings = P.load_pool_file(opts.pool_file)
     gateways = [g.as_dict() for g in gateways]
@@ -126,7 +128,8 @@ def prolog(job_id, node, opts, run=None, fetch=None):
     if opts.token_file:
         with open(opts.token_file, "r", encoding="utf-8") as fh:
             token = fh.read().strip() or None
-    pairs = {g["name"]: check_pairs(g, fetch(g, job_id, token, opts.ca_file or None), nodes) for g in gateways}
+    pairs = {g["name"]: check_pairs(g, fetch(g, agent_job or job_id, token, opts.ca_file or None), nodes)
+             for g in gateways}
     own, routes = plan(node, nodes, gateways, pairs)
     if not routes:
         return []
@@ -191,7 +194,8 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-gw-route
             verb = "removed"
         else:
             node = env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
-            done = prolog(job_id, node, opts)
+            het = env.get("SLURM_HET_JOB_ID")
+            done = prolog(job_id, node, opts, agent_job=S.check_job_id(het, "SLURM_HET_JOB_ID") if het else None)
             verb = "installed"
         if done:
             out.write("psgw routes: job %s: %s %s\n" % (job_id, verb, ", ".join("%s via %s" % r for r in done)))

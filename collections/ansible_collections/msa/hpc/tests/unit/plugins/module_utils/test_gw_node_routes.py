@@ -120,3 +120,19 @@ def test_main_checks_the_job_id_and_reports_a_failed_route_in_one_line(opts, mon
     assert NR.main(argv, env={"SLURM_JOB_ID": "42", "SLURMD_NODENAME": "cm01"}, out=out, err=err) == 1
     assert "psgw routes prolog: job 42: ip route replace 10.2.0.41/32 via 10.1.0.202 failed: RTNETLINK" in \
         err.getvalue()
+
+
+def test_a_heterogeneous_jobs_component_asks_the_agents_by_its_leaders_id_and_keeps_its_own_routes(opts, monkeypatch):
+    seen = fetch()
+    monkeypatch.setattr(NR, "agent_pairs", seen)
+    monkeypatch.setattr(NR.subprocess, "run", Ip())
+    argv = ["prolog", "--pool-file", opts.pool_file, "--token-file", "", "--state-dir", opts.state_dir]
+    env = {"SLURM_JOB_ID": "43", "SLURM_HET_JOB_ID": "42", "SLURMD_NODENAME": "esb01"}
+    assert NR.main(argv, env=env, out=io.StringIO(), err=io.StringIO()) == 0
+    assert seen.seen == [("gw01", "42"), ("gw02", "42")]
+    with open(opts.state_dir + "/43.json", encoding="utf-8") as fh:
+        assert json.load(fh)["routes"] == \
+            [["10.1.0.20", "10.2.0.201"], ["10.1.0.21", "10.2.0.201"]]
+    err = io.StringIO()
+    assert NR.main(argv, env=dict(env, SLURM_HET_JOB_ID="4 2"), out=io.StringIO(), err=err) == 1
+    assert "SLURM_HET_JOB_ID: '4 2' is not a Slurm job id" in err.getvalue()
