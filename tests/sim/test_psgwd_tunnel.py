@@ -36,7 +36,8 @@ def test_a_booster_node_tunnels_a_cluster_peer_to_the_gateway_both_ends_agreeing
         ["ip", "link", "set", "msagw0a2c0050", "up"],
         ["ip", "neigh", "replace", "10.44.0.80", "lladdr", "02:4d:0a:2c:00:50", "dev", "msagw0a2c0050", "nud",
          "permanent"],
-        ["ip", "route", "replace", "10.43.0.20/32", "via", "10.44.0.80", "dev", "msagw0a2c0050", "onlink"]]
+        ["ip", "route", "replace", "10.43.0.20/32", "via", "10.44.0.80", "dev", "msagw0a2c0050", "onlink",
+         "src", "10.44.0.40"]]
     gw = Ip()
     assert tunnel.main(["gateway", "10.44.0.80"], run=gw) == 0
     assert ["ip", "link", "set", "msagw0", "address", "02:4d:0a:2c:00:50"] in gw.changes()

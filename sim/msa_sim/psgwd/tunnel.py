@@ -11,7 +11,8 @@ torus node routes) instead:
   nftables rules like any other packet;
 * booster node (``add PEER VIA OWN`` / ``del PEER VIA OWN``, the compute nodes' route hook's ``--route-helper``):
   device ``msagw<VIA in hex>`` to the gateway, the gateway's MAC as a permanent neighbour, and
-  ``PEER/32 via VIA dev msagw… onlink``; the device goes when its last route does.
+  ``PEER/32 via VIA dev msagw… onlink src OWN`` (the node's EXTOLL address, which the gateway forwards for the job,
+  whatever address the kernel would pick for a device without one); the device goes when its last route does.
 
 The way back (cluster node → gateway → torus → booster node) is ordinary EXTOLL routing. Stdlib only; every address
 is checked before ``ip`` sees it.
@@ -64,7 +65,7 @@ def add_commands(peer, via, own):
              "dstport", str(PORT)],
             ["ip", "link", "set", dev, "up"],
             ["ip", "neigh", "replace", via, "lladdr", gateway_mac(via), "dev", dev, "nud", "permanent"],
-            ["ip", "route", "replace", "%s/32" % peer, "via", via, "dev", dev, "onlink"]]
+            ["ip", "route", "replace", "%s/32" % peer, "via", via, "dev", dev, "onlink", "src", own]]
 
 
 def del_commands(peer, via, routes_left):
