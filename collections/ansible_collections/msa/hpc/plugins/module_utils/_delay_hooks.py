@@ -36,6 +36,8 @@ from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
 RESERVATION_PREFIX = "msa_delay_"
 SHIFT_SECONDS = 60          # Algorithm 2: try the next minute when the nodes are taken at the asked time
 SHIFT_TRIES = 60            # ... for an hour at most
+OTHER_TRIES = 3             # a refusal other than busy nodes: the same minute asked again, 2 s apart
+BUSY = re.compile(r"busy", re.I)   # scontrol: "Error creating the reservation: Requested nodes are busy"
 MAX_MINUTES = 525600        # a year, the largest --delay and the longest reservation
 # after:<leader>+<minutes>, or after:<leader> for --delay=0 (Slurm refuses a +0)
 _DEPENDENCY = re.compile(r"^after:([1-9][0-9]{0,9})(?:\+([0-9]{1,6}))?(?:\([a-z]+\))?$")
@@ -128,20 +130,31 @@ def _scontrol(argv, run):
     return proc.returncode, (proc.stderr or proc.stdout or "").strip()[:300]
 
 
-def reserve(rec, leader_start, now, opts, run=subprocess.run):
+def reserve(rec, leader_start, now, opts, run=subprocess.run, sleep=time.sleep):
     """Reserve ``rec``'s nodes from the leader's start + its delay (or the first minute after it when they are
-    taken then) and bind the job to the reservation. Returns (start, shift in seconds) or raises DelayError."""
+    taken then) and bind the job to the reservation. Only Slurm's "nodes are busy" moves the start on; any other
+    refusal (a timeout under load, say) is asked again for the same minute a few times. Returns (start, shift in
+    seconds, what Slurm said to the first refused start) or raises DelayError."""
     name = reservation_name(rec["job_id"])
     _scontrol([opts.scontrol, "delete", "reservation", name], run)  # a prolog run again (requeued leader)
     asked = leader_start + 60 * rec["delay"]
-    why = ""
-    for step in range(SHIFT_TRIES):
+    why, first = "", ""
+    step = retries = 0
+    while step < SHIFT_TRIES:
         when = asked + step * SHIFT_SECONDS
         if step and when <= now:
+            step += 1
             continue
         rc, why = _scontrol(reservation_argv(rec, when, now, opts.scontrol), run)
         if rc == 0:
             break
+        first = first or why
+        if BUSY.search(why) is None and retries < OTHER_TRIES:
+            retries += 1
+            _scontrol([opts.scontrol, "delete", "reservation", name], run)  # in case it was made after all
+            sleep(2)
+            continue
+        step += 1
     else:
         raise DelayError("job %s: no %d node(s) of %s can be reserved from %s to an hour later: %s" % (
             rec["job_id"], rec["node_count"], rec["partition"], start_text(asked, now), why))
@@ -149,7 +162,7 @@ def reserve(rec, leader_start, now, opts, run=subprocess.run):
     if rc:
         _scontrol([opts.scontrol, "delete", "reservation", name], run)
         raise DelayError("job %s: cannot bind it to reservation %s: %s" % (rec["job_id"], name, why))
-    return max(when, now), when - asked
+    return max(when, now), when - asked, first
 
 
 def read_all(opts, run=subprocess.run):
@@ -230,13 +243,14 @@ def prolog(env, opts, out, run=subprocess.run, clock=time.time):
         out.write("delay: leader %s: not reserved: %s\n" % (job_id, text))
     for rec in found:
         try:
-            when, shift = reserve(rec, start, now, opts, run)
+            when, shift, said = reserve(rec, start, now, opts, run)
         except DelayError as exc:
             out.write("delay: leader %s: %s\n" % (job_id, exc))
             continue
-        out.write("delay: leader %s: job %s: %d node(s) of %s reserved as %s from %s%s\n" % (
+        out.write("delay: leader %s: job %s: %d node(s) of %s reserved as %s from %s%s%s\n" % (
             job_id, rec["job_id"], rec["node_count"], rec["partition"], reservation_name(rec["job_id"]),
-            start_text(when, 0), " (%d s later than asked: its nodes are taken until then)" % shift if shift else ""))
+            start_text(when, 0), " (%d s later than asked: its nodes are taken until then)" % shift if shift else "",
+            "; Slurm first said: %s" % said if said else ""))
     return 0
 
 

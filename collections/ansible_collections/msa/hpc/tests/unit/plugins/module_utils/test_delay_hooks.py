@@ -109,7 +109,42 @@ def test_nodes_taken_at_the_asked_time_shift_the_reservation_a_minute_at_a_time(
     starts = [c[4] for c in slurm.made("create")]
     assert rc == 0 and len(starts) == 4   # +120 s busy, +180, +240, then +300 free
     assert starts[-1] == "StartTime=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(NOW + 300))
-    assert "(180 s later than asked" in out
+    assert "(180 s later than asked" in out and "Slurm first said: Error creating the reservation: Requested nodes" in out
+
+
+class FlakySlurm(FakeSlurm):
+    """The first ``fails`` reservation requests time out (slurmctld under load), whatever their start."""
+
+    def __init__(self, jobs, fails):
+        super().__init__(jobs)
+        self.fails = fails
+
+    def __call__(self, argv, **kwargs):
+        if argv[1:3] == ["create", "reservation"] and self.fails:
+            self.fails -= 1
+            self.calls.append(argv)
+            return subprocess.CompletedProcess(argv, 1, "", "slurm_create_reservation error: Socket timed out on "
+                                                            "send/recv operation")
+        return super().__call__(argv, **kwargs)
+
+
+def test_a_refusal_other_than_busy_nodes_asks_again_for_the_same_minute_instead_of_shifting(monkeypatch):
+    monkeypatch.setattr(D.time, "sleep", lambda seconds: None)
+    slurm = FlakySlurm([job(41, job_state="RUNNING", start_time=NOW), delayed(42, 41, 2)], fails=2)
+    rc, out, dummy = run("prolog", "41", slurm)
+    starts = [c[4] for c in slurm.made("create")]
+    asked = "StartTime=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(NOW + 120))
+    assert rc == 0 and starts == [asked] * 3
+    assert "later than asked" not in out and "Slurm first said: slurm_create_reservation error: Socket timed" in out
+    assert slurm.made("update") == [["scontrol", "update", "JobId=42", "ReservationName=msa_delay_42"]]
+
+
+def test_a_refusal_other_than_busy_nodes_that_persists_shifts_after_a_few_tries(monkeypatch):
+    monkeypatch.setattr(D.time, "sleep", lambda seconds: None)
+    slurm = FlakySlurm([job(41, job_state="RUNNING", start_time=NOW), delayed(42, 41, 2)], fails=5)
+    rc, out, dummy = run("prolog", "41", slurm)
+    starts = [c[4] for c in slurm.made("create")]
+    assert rc == 0 and len(starts) == 6 and len(set(starts[:4])) == 1 and starts[4] != starts[3]
 
 
 def test_nodes_taken_for_over_an_hour_leave_the_job_unreserved_and_the_leader_starting():
