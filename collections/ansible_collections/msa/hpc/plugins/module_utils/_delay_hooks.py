@@ -130,7 +130,7 @@ def _scontrol(argv, run):
     return proc.returncode, (proc.stderr or proc.stdout or "").strip()[:300]
 
 
-def reserve(rec, leader_start, now, opts, run=subprocess.run, sleep=time.sleep):
+def reserve(rec, leader_start, now, opts, run=subprocess.run):
     """Reserve ``rec``'s nodes from the leader's start + its delay (or the first minute after it when they are
     taken then) and bind the job to the reservation. Only Slurm's "nodes are busy" moves the start on; any other
     refusal (a timeout under load, say) is asked again for the same minute a few times. Returns (start, shift in
@@ -152,7 +152,7 @@ def reserve(rec, leader_start, now, opts, run=subprocess.run, sleep=time.sleep):
         if BUSY.search(why) is None and retries < OTHER_TRIES:
             retries += 1
             _scontrol([opts.scontrol, "delete", "reservation", name], run)  # in case it was made after all
-            sleep(2)
+            time.sleep(2)
             continue
         step += 1
     else:
