@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import signal
+import subprocess
 import threading
 import time
 
@@ -287,3 +288,145 @@ def test_torus_transit_is_accepted_by_port_interfaces_and_a_bad_prefix_is_refuse
     assert rule('iifname "ext*" oifname "ext*"', 'accept comment "torus transit"') in script.splitlines()
     with pytest.raises(fwd.ForwardError, match="port interface prefix .* is not an interface name"):
         fwd.render(IB, EXTOLL, {}, transit_prefix='ext"; flush ruleset')
+
+
+# --------------------------------------------------------------------------- ending a job whose psgwd died
+
+class FakeSlurm:
+    """Records the Slurm commands the JobEnder runs; ``fail`` maps a command word to its error output."""
+
+    def __init__(self, fail=None):
+        self.calls = []
+        self.fail = dict(fail or {})
+
+    def __call__(self, argv, **kwargs):
+        assert kwargs["timeout"] > 0 and kwargs["check"] is False
+        self.calls.append(list(argv))
+        word = argv[1] if argv[0].endswith("scontrol") else "scancel"
+        if word in self.fail:
+            return subprocess.CompletedProcess(argv, 1, "", self.fail[word])
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+
+def _ender(slurm, started=None):
+    """A JobEnder whose threads are recorded in ``started`` and run by the test (``run_all``)."""
+    started = [] if started is None else started
+    return agent_mod.JobEnder("gw01", "/usr/bin/scontrol", "/usr/bin/scancel", run=slurm,
+                              spawn=lambda fn, *a: started.append((fn, a))), started
+
+
+def run_all(started):
+    while started:
+        fn, args = started.pop(0)
+        fn(*args)
+
+
+def test_a_lost_job_is_notified_commented_and_cancelled_once_naming_gateway_job_and_psgwd():
+    slurm = FakeSlurm()
+    ender, started = _ender(slurm)
+    assert ender.end("42") is True
+    assert slurm.calls == []          # nothing runs on the caller's thread
+    assert ender.end("42") is False   # once per job
+    run_all(started)
+    msg = ender.message("42")
+    assert "gateway gw01" in msg and "psgwd" in msg and "job 42" in msg
+    assert slurm.calls == [["/usr/bin/scontrol", "notify", "42", msg],
+                           ["/usr/bin/scontrol", "update", "JobId=42", "AdminComment=" + msg],
+                           ["/usr/bin/scancel", "42"]]
+    assert ender.results["42"] == {"notify": "ok", "comment": "ok", "cancel": "ok"}
+
+
+def test_a_failing_slurm_command_is_logged_and_the_others_still_run(caplog):
+    slurm = FakeSlurm(fail={"notify": "scontrol: error: Invalid job id specified"})
+    ender, started = _ender(slurm)
+    ender.end("42")
+    run_all(started)
+    assert [c[1] for c in slurm.calls] == ["notify", "update", "42"]
+    assert ender.results["42"]["notify"] == "scontrol: error: Invalid job id specified"
+    assert ender.results["42"]["cancel"] == "ok"
+    assert "job 42: notify failed" in caplog.text and "Invalid job id" in caplog.text
+
+
+def test_a_missing_or_hanging_slurm_command_is_an_error_not_a_crash():
+    def run(argv, **kwargs):
+        if "scancel" in argv[0]:
+            raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
+        raise FileNotFoundError(2, "No such file or directory", argv[0])
+    ender, started = _ender(run)
+    ender.end("42")
+    run_all(started)
+    assert "No such file" in ender.results["42"]["notify"]
+    assert "timed out" in ender.results["42"]["cancel"]
+
+
+@pytest.mark.parametrize("job", ["job-42", "0", "42; reboot", "12345678901", ""])
+def test_a_value_that_is_no_slurm_job_id_is_never_passed_to_slurm(job, caplog):
+    slurm = FakeSlurm()
+    ender, started = _ender(slurm)
+    assert ender.end(job) is False
+    run_all(started)
+    assert slurm.calls == [] and "is not a Slurm job id" in caplog.text
+
+
+def test_the_monitor_ends_the_job_whose_psgwd_died_once_and_the_others_not(fwd_agent):
+    base, agent, _nft, _, _server = fwd_agent
+    slurm = FakeSlurm()
+    agent.ender, started = _ender(slurm)
+    rec = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})[1]
+    call(base, "POST", "/v1/jobs", {"job": "43", "pairs": [[CM2, ESB2]]})
+    agent.monitor()
+    assert started == []
+    os.kill(rec["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while call(base, "GET", "/v1/jobs/42")[1]["running"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert agent.monitor() == ["42"]
+    agent.monitor()
+    assert len(started) == 1          # the next rounds do not end it again
+    run_all(started)
+    assert ["/usr/bin/scancel", "42"] in slurm.calls and not any("43" in c for c in slurm.calls)
+    call(base, "DELETE", "/v1/jobs/42")   # the epilog: the id may be used again
+    assert "42" not in agent.ender.ended
+
+
+def test_a_slow_slurmctld_does_not_hold_the_monitor(fwd_agent):
+    base, agent, _nft, _, _server = fwd_agent
+    release = threading.Event()
+
+    def slow(argv, **_kwargs):
+        release.wait(10)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+    agent.ender = agent_mod.JobEnder("gw01", run=slow)
+    rec = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})[1]
+    os.kill(rec["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while call(base, "GET", "/v1/jobs/42")[1]["running"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert agent.monitor() == ["42"]   # returned while every Slurm command still waits
+    assert "42" not in agent.ender.results
+    release.set()
+    deadline = time.monotonic() + 10
+    while "42" not in agent.ender.results and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert agent.ender.results["42"]["cancel"] == "ok"
+
+
+def test_end_lost_jobs_is_off_by_default_and_its_commands_are_options(monkeypatch, tmp_path):
+    made = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_agent(*args, **kwargs):
+        made.update(kwargs)
+        raise Stop
+    monkeypatch.setattr(agent_mod, "Agent", fake_agent)
+    base = ["--fabric", "ib=127.0.0.2", "--fabric", "extoll=127.0.0.3", "--insecure-no-auth"]
+    with pytest.raises(Stop):
+        agent_mod.main(base)
+    assert made["ender"] is None
+    with pytest.raises(Stop):
+        agent_mod.main(base + ["--name", "gw07", "--end-lost-jobs", "--scontrol", "/opt/slurm/bin/scontrol",
+                               "--scancel", "/x/scancel"])
+    ender = made["ender"]
+    assert (ender.gateway, ender.scontrol, ender.scancel) == ("gw07", "/opt/slurm/bin/scontrol", "/x/scancel")

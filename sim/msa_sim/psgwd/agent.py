@@ -15,6 +15,10 @@ API (bearer token on every call but /v1/health):
 With ``--forward-network`` for both fabrics the agent also opens the kernel's forwarding for exactly the job's
 ``pairs`` (msa_sim.psgwd.forward: nftables table inet msa_gw) and closes it when the job is deleted or its psgwd
 dies (``monitor``, every second), so nothing joins the modules outside a job.
+
+With ``--end-lost-jobs`` (the role passes it, gateway_end_lost_jobs) the agent, root on a node with Slurm's clients
+and munge, also ends in Slurm a job whose psgwd died (``JobEnder``, once per job, in a thread of its own): a job
+whose path between the modules is cut would otherwise wait in its MPI calls until its time limit.
 """
 
 import argparse
@@ -32,6 +36,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler
 
+from ansible_collections.msa.hpc.plugins.module_utils._slurm_job import JobRecordError, check_job_id
 from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
 from msa_sim.psgwd import forward as fwd
 from msa_sim.psgwd import tunnel
@@ -95,11 +100,74 @@ def fabric_state(interfaces, address, ports_prefix=None):
     return dict(state, up=True)
 
 
+class JobEnder:
+    """Ends in Slurm the job whose psgwd died on this gateway, once per job and off the caller's thread.
+
+    ``end(job)`` returns at once; a thread then runs, each bounded by ``timeout`` and independent of the others:
+    ``scontrol notify <job> <message>`` (the line lands in the job's stderr), ``scontrol update JobId=<job>
+    AdminComment=<message>`` (kept with the job: ``scontrol show job``, ``sacct -o AdminComment``) and
+    ``scancel <job>`` (the job ends CANCELLED). ``run`` and ``spawn`` are injectable for tests."""
+
+    def __init__(self, gateway, scontrol="scontrol", scancel="scancel", run=subprocess.run, timeout=30.0,
+                 spawn=None):
+        self.gateway = gateway
+        self.scontrol = scontrol
+        self.scancel = scancel
+        self.run = run
+        self.timeout = timeout
+        self.spawn = spawn or (lambda fn, *a: threading.Thread(target=fn, args=a, daemon=True,
+                                                               name="end-job-%s" % a[0]).start())
+        self.ended = set()
+        self.results = {}
+
+    def message(self, job):
+        return ("psgw: gateway %s: the gateway daemon (psgwd) of job %s died; the job's connections between the "
+                "modules through %s are cut, so the gateway ended the job" % (self.gateway, job, self.gateway))
+
+    def end(self, job):
+        """Start ending ``job`` (a Slurm job id, checked); False when it was already ended or is no job id."""
+        try:
+            job = check_job_id(job, "job")
+        except JobRecordError as exc:
+            log.error("psgwd gone, job not ended in Slurm: %s", exc)
+            return False
+        if job in self.ended:
+            return False
+        self.ended.add(job)
+        log.error("job %s: its psgwd is gone; ending it in Slurm", job)
+        self.spawn(self._end, job)
+        return True
+
+    def forget(self, job):
+        """The job's psgwd record is gone (the epilog's DELETE): a later job with the id would be ended again."""
+        self.ended.discard(str(job))
+
+    def _end(self, job):
+        msg = self.message(job)
+        steps = [("notify", [self.scontrol, "notify", job, msg]),
+                 ("comment", [self.scontrol, "update", "JobId=%s" % job, "AdminComment=%s" % msg]),
+                 ("cancel", [self.scancel, job])]
+        done = {}
+        for step, argv in steps:
+            try:
+                res = self.run(argv, capture_output=True, text=True, timeout=self.timeout, check=False)
+            except (OSError, subprocess.SubprocessError) as exc:
+                done[step] = str(exc)
+            else:
+                done[step] = "ok" if res.returncode == 0 else (
+                    (res.stderr or res.stdout or "").strip() or "exit %d" % res.returncode)
+            if done[step] != "ok":
+                log.error("job %s: %s failed: %s: %s", job, step, " ".join(argv[:2]), done[step])
+        self.results[job] = done
+        log.info("job %s ended in Slurm (%s): %s", job, ", ".join("%s %s" % kv for kv in done.items()), msg)
+        return done
+
+
 class Agent:
     """Starts one psgwd per job on this gateway, bound to the gateway's address on every fabric."""
 
     def __init__(self, name, fabrics, state_dir, run_dir, python=sys.executable, start_timeout=10.0,
-                 ports=None, interfaces=read_interfaces, forwarder=None, clock=time.monotonic):
+                 ports=None, interfaces=read_interfaces, forwarder=None, clock=time.monotonic, ender=None):
         if not fabrics:
             raise ValueError("the agent needs the gateway's address on each fabric (--fabric NAME=ADDR)")
         self.name = name
@@ -118,6 +186,8 @@ class Agent:
         self.forwarder = forwarder
         self.clock = clock
         self.closed_stats = {}
+        # ends in Slurm the jobs whose psgwd died (JobEnder); None: the forwarding is closed, the job left alone
+        self.ender = ender
 
     def describe(self, rec, with_stats=False):
         out = dict(rec, running=_alive(rec["pid"], rec["job"]), gateway=self.name)
@@ -223,7 +293,13 @@ class Agent:
         """Close the forwarding of every job whose psgwd is gone, and end expired resets; return the jobs closed.
 
         The forwarding lives only as long as the job's psgwd: killing the daemon cuts the job's path, and the
-        reset rules make its MPI connections fail at once (the agent's loop calls this every second)."""
+        reset rules make its MPI connections fail at once (the agent's loop calls this every second). With an
+        ``ender``, every job whose psgwd is gone is also ended in Slurm (once; the call returns at once)."""
+        if self.ender is not None:
+            with self.lock:
+                for rec in self.store.all():
+                    if not _alive(rec["pid"], rec["job"]):
+                        self.ender.end(rec["job"])
         if self.forwarder is None:
             return []
         closed = []
@@ -276,6 +352,8 @@ class Agent:
             stats = dict(stats or {}, forwarded=forwarded)
         self.store.remove(job)
         self.children.pop(str(job), None)
+        if self.ender is not None:
+            self.ender.forget(job)
         log.info("stopped psgwd for job %s", job)
         return {"job": str(job), "stopped": stopped, "stats": stats, "gateway": self.name}
 
@@ -388,7 +466,7 @@ class AgentServer(TLSThreadingHTTPServer):
 
 
 def _monitor_loop(agent, interval=1.0):
-    """Every ``interval`` seconds: close the forwarding of jobs whose psgwd died (``Agent.monitor``)."""
+    """Every ``interval`` seconds: close the forwarding of jobs whose psgwd died and end them (``Agent.monitor``)."""
     while True:
         try:
             agent.monitor()
@@ -424,6 +502,10 @@ def main(argv=None):
     ap.add_argument("--tunnel", choices=("none", "vxlan"), default="none",
                     help="vxlan: the simulator's booster nodes reach this gateway through a VXLAN tunnel over the "
                     "torus (msa_sim.psgwd.tunnel); set it up at start (with --forward-network)")
+    ap.add_argument("--end-lost-jobs", action="store_true",
+                    help="end in Slurm (scontrol notify, AdminComment, scancel) a job whose psgwd died")
+    ap.add_argument("--scontrol", default="scontrol", help="Slurm's scontrol (with --end-lost-jobs)")
+    ap.add_argument("--scancel", default="scancel", help="Slurm's scancel (with --end-lost-jobs)")
     ap.add_argument("--state-dir", default="/var/lib/msa-gw")
     ap.add_argument("--run-dir", default="/run/msa-gw")
     args = ap.parse_args(argv)
@@ -464,7 +546,8 @@ def main(argv=None):
                                       transit_prefix=ports.get(booster))
             if args.tunnel == "vxlan":
                 tunnel.setup_gateway(fabrics[1][1])
-        agent = Agent(args.name, fabrics, args.state_dir, args.run_dir, ports=ports, forwarder=forwarder)
+        ender = JobEnder(args.name, args.scontrol, args.scancel) if args.end_lost_jobs else None
+        agent = Agent(args.name, fabrics, args.state_dir, args.run_dir, ports=ports, forwarder=forwarder, ender=ender)
         agent.restore()
         host, _, port = args.listen.rpartition(":")
         read = read_token(args.read_token_file) if args.read_token_file and token else None
@@ -473,7 +556,7 @@ def main(argv=None):
     except (OSError, ValueError, tunnel.TunnelError) as exc:
         print("psgw-agent: %s" % exc, file=sys.stderr)
         return 2
-    if forwarder is not None:
+    if forwarder is not None or ender is not None:
         threading.Thread(target=_monitor_loop, args=(agent,), daemon=True, name="forward-monitor").start()
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     print("psgw-agent %s serving on %s://%s:%d" % (args.name, server.scheme, *server.server_address[:2]), flush=True)
