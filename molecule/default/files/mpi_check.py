@@ -8,6 +8,8 @@ task. Every rank prints one line `RESULT {json}`:
   pairs: for every pair of ranks on different modules (--pairs hosts: on different hosts) that this rank is part
          of, a pingpong of --bytes bytes (derived from the pair) there and back: the sha256 the receiver computed,
          whether the bytes matched the sender's, and whether the bytes that came back matched too
+  rounds: with --seconds S, the pingpongs are done again and again until S seconds have passed on rank 0's clock
+          (each round decided by rank 0 for all), a job that keeps its pairs talking (verify_gw_kill.yml)
   gce: with --gce, msa_gce's allreduce of the vector's first 1000 values (its path: gce or the software fallback)
        equal to MPI's Allreduce of them
 
@@ -20,6 +22,7 @@ import json
 import re
 import socket
 import sys
+import time
 
 from mpi4py import MPI
 
@@ -29,6 +32,30 @@ def pattern(a, b, size):
     return hashlib.shake_256(b"msa-mpi %d->%d" % (a, b)).digest(size)
 
 
+def pingpongs(comm, rank, size, places, nbytes, host):
+    """One pingpong of every pair of ranks in different places that this rank is part of; the pairs' results."""
+    pairs = []
+    for a in range(size):
+        for b in range(a + 1, size):
+            if places[a] == places[b] or rank not in (a, b):
+                continue
+            if rank == a:
+                data = pattern(a, b, nbytes)
+                comm.Send([data, MPI.BYTE], dest=b, tag=1)
+                back = bytearray(nbytes)
+                comm.Recv([back, MPI.BYTE], source=b, tag=2)
+                info = comm.recv(source=b, tag=3)
+                pairs.append({"peer": b, "peer_host": info["host"], "bytes": nbytes, "sha256": info["sha256"],
+                              "match": info["match"] and bytes(back) == pattern(b, a, nbytes)})
+            else:
+                got = bytearray(nbytes)
+                comm.Recv([got, MPI.BYTE], source=a, tag=1)
+                comm.Send([pattern(b, a, nbytes), MPI.BYTE], dest=a, tag=2)
+                comm.send({"host": host, "sha256": hashlib.sha256(got).hexdigest(),
+                           "match": bytes(got) == pattern(a, b, nbytes)}, dest=a, tag=3)
+    return pairs
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bytes", type=int, default=4 << 20)
@@ -36,6 +63,8 @@ def main():
                         help="pingpong between the ranks on different modules (default) or on different hosts")
     parser.add_argument("--world-only", action="store_true",
                         help="print the rank's place in MPI_COMM_WORLD first, before any communication")
+    parser.add_argument("--seconds", type=float, default=0.0,
+                        help="repeat the pingpongs until this many seconds have passed (rank 0 decides each round)")
     parser.add_argument("--gce", action="store_true")
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
@@ -54,25 +83,13 @@ def main():
 
     places = comm.allgather(module if args.pairs == "modules" else host)
     out["places"] = places
-    pairs = []
-    for a in range(size):
-        for b in range(a + 1, size):
-            if places[a] == places[b] or rank not in (a, b):
-                continue
-            if rank == a:
-                data = pattern(a, b, args.bytes)
-                comm.Send([data, MPI.BYTE], dest=b, tag=1)
-                back = bytearray(args.bytes)
-                comm.Recv([back, MPI.BYTE], source=b, tag=2)
-                info = comm.recv(source=b, tag=3)
-                pairs.append({"peer": b, "peer_host": info["host"], "bytes": args.bytes, "sha256": info["sha256"],
-                              "match": info["match"] and bytes(back) == pattern(b, a, args.bytes)})
-            else:
-                got = bytearray(args.bytes)
-                comm.Recv([got, MPI.BYTE], source=a, tag=1)
-                comm.Send([pattern(b, a, args.bytes), MPI.BYTE], dest=a, tag=2)
-                comm.send({"host": host, "sha256": hashlib.sha256(got).hexdigest(),
-                           "match": bytes(got) == pattern(a, b, args.bytes)}, dest=a, tag=3)
+    start, rounds = time.monotonic(), 0
+    while True:
+        pairs = pingpongs(comm, rank, size, places, args.bytes, host)
+        rounds += 1
+        if not comm.bcast(time.monotonic() - start < args.seconds if rank == 0 else None, root=0):
+            break
+    out["rounds"] = rounds
     out["pairs"] = pairs
 
     if args.gce:
