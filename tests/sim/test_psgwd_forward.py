@@ -301,6 +301,7 @@ class FakeSlurm:
 
     def __call__(self, argv, **kwargs):
         assert kwargs["timeout"] > 0 and kwargs["check"] is False
+        self.env = kwargs.get("env")
         self.calls.append(list(argv))
         word = argv[1] if argv[0].endswith("scontrol") else "scancel"
         if word in self.fail:
@@ -430,3 +431,21 @@ def test_end_lost_jobs_is_off_by_default_and_its_commands_are_options(monkeypatc
                                "--scancel", "/x/scancel"])
     ender = made["ender"]
     assert (ender.gateway, ender.scontrol, ender.scancel) == ("gw07", "/opt/slurm/bin/scontrol", "/x/scancel")
+
+
+def test_the_slurm_commands_fetch_their_configuration_from_the_conf_server_given():
+    slurm = FakeSlurm()
+    ender = agent_mod.JobEnder("gw01", run=slurm, spawn=lambda fn, *a: fn(*a), conf_server="mgmt01,mgmt02:6817")
+    ender.end("42")
+    assert slurm.env["SLURM_CONF_SERVER"] == "mgmt01,mgmt02:6817" and "PATH" in slurm.env
+    plain = FakeSlurm()
+    agent_mod.JobEnder("gw01", run=plain, spawn=lambda fn, *a: fn(*a)).end("43")
+    assert plain.env is None
+
+
+def test_a_bad_conf_server_is_an_error_naming_it(tmp_path, capsys):
+    argv = ["--fabric", "ib=127.0.0.2", "--fabric", "extoll=127.0.0.3", "--insecure-no-auth", "--state-dir",
+            str(tmp_path / "s"), "--run-dir", str(tmp_path / "r"), "--end-lost-jobs",
+            "--slurm-conf-server", "mgmt01;reboot"]
+    assert agent_mod.main(argv) == 2
+    assert "--slurm-conf-server 'mgmt01;reboot' is not HOST[:PORT]" in capsys.readouterr().err

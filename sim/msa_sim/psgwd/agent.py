@@ -109,8 +109,10 @@ class JobEnder:
     ``scancel <job>`` (the job ends CANCELLED). ``run`` and ``spawn`` are injectable for tests."""
 
     def __init__(self, gateway, scontrol="scontrol", scancel="scancel", run=subprocess.run, timeout=30.0,
-                 spawn=None):
+                 spawn=None, conf_server=None):
         self.gateway = gateway
+        # a gateway is no Slurm node and keeps no slurm.conf: its commands fetch it from slurmctld (configless)
+        self.env = dict(os.environ, SLURM_CONF_SERVER=conf_server) if conf_server else None
         self.scontrol = scontrol
         self.scancel = scancel
         self.run = run
@@ -150,7 +152,7 @@ class JobEnder:
         done = {}
         for step, argv in steps:
             try:
-                res = self.run(argv, capture_output=True, text=True, timeout=self.timeout, check=False)
+                res = self.run(argv, capture_output=True, text=True, timeout=self.timeout, check=False, env=self.env)
             except (OSError, subprocess.SubprocessError) as exc:
                 done[step] = str(exc)
             else:
@@ -506,6 +508,9 @@ def main(argv=None):
                     help="end in Slurm (scontrol notify, AdminComment, scancel) a job whose psgwd died")
     ap.add_argument("--scontrol", default="scontrol", help="Slurm's scontrol (with --end-lost-jobs)")
     ap.add_argument("--scancel", default="scancel", help="Slurm's scancel (with --end-lost-jobs)")
+    ap.add_argument("--slurm-conf-server", metavar="HOST[:PORT][,HOST[:PORT]]",
+                    help="the slurmctld hosts Slurm's commands fetch their configuration from (SLURM_CONF_SERVER, "
+                    "configless Slurm: a gateway keeps no slurm.conf)")
     ap.add_argument("--state-dir", default="/var/lib/msa-gw")
     ap.add_argument("--run-dir", default="/run/msa-gw")
     args = ap.parse_args(argv)
@@ -546,7 +551,11 @@ def main(argv=None):
                                       transit_prefix=ports.get(booster))
             if args.tunnel == "vxlan":
                 tunnel.setup_gateway(fabrics[1][1])
-        ender = JobEnder(args.name, args.scontrol, args.scancel) if args.end_lost_jobs else None
+        if args.slurm_conf_server and not re.fullmatch(r"[A-Za-z0-9.:\[\]-]+(,[A-Za-z0-9.:\[\]-]+)*",
+                                                       args.slurm_conf_server):
+            raise ValueError("--slurm-conf-server %r is not HOST[:PORT][,HOST[:PORT]]" % args.slurm_conf_server)
+        ender = JobEnder(args.name, args.scontrol, args.scancel, conf_server=args.slurm_conf_server) \
+            if args.end_lost_jobs else None
         agent = Agent(args.name, fabrics, args.state_dir, args.run_dir, ports=ports, forwarder=forwarder, ender=ender)
         agent.restore()
         host, _, port = args.listen.rpartition(":")
