@@ -42,6 +42,7 @@ MAX_MINUTES = 525600        # a year, the largest --delay and the longest reserv
 # after:<leader>+<minutes>, or after:<leader> for --delay=0 (Slurm refuses a +0)
 _DEPENDENCY = re.compile(r"^after:([1-9][0-9]{0,9})(?:\+([0-9]{1,6}))?(?:\([a-z]+\))?$")
 _ENDED = ("CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
+_LIVE = ("PENDING", "RUNNING", "CONFIGURING", "SUSPENDED")   # a delayed part's states the leader's end cancels
 
 
 class DelayError(ValueError):
@@ -275,7 +276,7 @@ def epilog(env, opts, out, run=subprocess.run):
         except (DelayError, J.JobOptionError, S.JobRecordError):
             continue
         if rec is not None and rec["delay_after"] == job_id and rec["user"] == leader["user"] \
-                and rec["state"] in ("PENDING", "RUNNING", "CONFIGURING", "SUSPENDED"):
+                and rec["state"] in _LIVE:
             waiting.append(rec)
     if not waiting:   # most jobs: no accounting query at their end
         return 0
@@ -320,15 +321,15 @@ def sweep(env, opts, out, run=subprocess.run):
         rc, why = _scontrol([opts.scontrol, "delete", "reservation", found[job_id]], run)
         out.write("delay: job %s has ended or is gone: reservation %s %s\n" % (
             job_id, found[job_id], "removed" if rc == 0 else "not removed: %s" % why))
-    # A reserved part still pending whose leader was cancelled: the leader's EpilogSlurmctld cancels it, this is the
-    # backstop for an epilog that did not run to the end (a controller takeover kills the scripts it ran, slurmdbd
-    # can record the end after the epilog's last look)
+    # A reserved part, pending or already running, whose leader was cancelled: the leader's EpilogSlurmctld cancels
+    # it, this is the backstop for an epilog that did not run to the end (a controller takeover kills the scripts it
+    # ran) or did not learn how the leader ended (a loaded slurmdbd records the end after the epilog's last look)
     for job in jobs:
         try:
             rec = delayed_record(job) if isinstance(job, dict) else None
         except (DelayError, J.JobOptionError, S.JobRecordError):
             continue
-        if rec is None or rec["job_id"] not in found or rec["state"] != "PENDING":
+        if rec is None or rec["job_id"] not in found or rec["state"] not in _LIVE:
             continue
         why = leader_gone(jobs, rec, opts, run)
         if why:

@@ -9,18 +9,24 @@ node ``<booster addr>/32 via <gateway's cluster-fabric addr>``, on a booster nod
 booster-fabric addr>``. Nothing the job wrote is read: the pool file (root-owned, from the inventory) names the
 gateways, their addresses and every node's addresses, and a pair an agent answers is used only when both its
 addresses are those of compute nodes there. The routes are written to ``<state dir>/<job>.json``; ``epilog`` removes
-them again (a route another running job on this node also installed stays). A route is a convenience: the gateway's
-nftables rules decide what crosses (docs/architecture.md §4.6). ``--route-helper CMD`` replaces ``ip route`` by
+them again. Jobs that share a node and a peer share its one kernel route: the oldest running job's gateway carries
+it (a later job's prolog leaves it, and its traffic to that peer crosses where the older job opened the same pair),
+and when that job ends its epilog hands the route over to the next job's gateway rather than removing it. Prologs and
+epilogs of jobs on one node take a lock on the state directory. A route is a convenience: the gateway's nftables
+rules decide what crosses (docs/architecture.md §4.6). ``--route-helper CMD`` replaces ``ip route`` by
 ``CMD add|del PEER VIA OWN`` (the simulator's EXTOLL side tunnels to the gateway: msa_sim.psgwd.tunnel).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import socket
 import subprocess
 import sys
+import time
 
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_paths as N
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
@@ -115,9 +121,42 @@ def _read_state(path):
     return data if isinstance(data, dict) and isinstance(data.get("routes"), list) else None
 
 
+@contextlib.contextmanager
+def _locked(state_dir):
+    """The node's route records, held against the prolog or epilog of another job on this node."""
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    with open(os.path.join(state_dir, ".lock"), "a", encoding="utf-8") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _others(state_dir, job_id):
+    """The route records of the node's other jobs, oldest first."""
+    records = []
+    for name in sorted(os.listdir(state_dir)):
+        if name.endswith(".json") and name != "%s.json" % job_id:
+            rec = _read_state(os.path.join(state_dir, name))
+            if rec is not None:
+                records.append(rec)
+    return sorted(records, key=lambda r: (r.get("seq", 0), str(r.get("job"))))
+
+
+def installed(records):
+    """``{peer: via}`` of the kernel routes ``records`` (oldest first) make: each peer's oldest job's gateway."""
+    out = {}
+    for rec in records:
+        for peer, via in (tuple(r) for r in rec["routes"]):
+            out.setdefault(peer, via)
+    return out
+
+
 def prolog(job_id, node, opts, run=None, fetch=None, agent_job=None):
-    """Install the node's routes of the job; return them (``[(peer, via)]``). ``agent_job``: the id the agents know
-    the job by (a heterogeneous job's leader), default ``job_id``; the routes are recorded under ``job_id``."""
+    """Install the node's routes of the job; return those installed (``[(peer, via)]``: a peer an older job on
+    this node already routes keeps its route). ``agent_job``: the id the agents know the job by (a heterogeneous
+    job's leader), default ``job_id``; the routes are recorded under ``job_id``."""
     run, fetch = run or subprocess.run, fetch or agent_pairs
     gateways, settings = P.load_pool_file(opts.pool_file)
     gateways = [g.as_dict() for g in gateways]
@@ -133,38 +172,49 @@ def prolog(job_id, node, opts, run=None, fetch=None, agent_job=None):
     own, routes = plan(node, nodes, gateways, pairs)
     if not routes:
         return []
-    os.makedirs(opts.state_dir, mode=0o700, exist_ok=True)
-    path = _state_file(opts.state_dir, job_id)
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:  # recorded first: the epilog removes what was tried
-        json.dump({"job": job_id, "own": own, "routes": [list(r) for r in routes]}, fh)
-    os.replace(path + ".tmp", path)
-    for peer, via in routes:
-        ip_route("add", peer, via, own, opts.route_helper, run)
-    return routes
+    with _locked(opts.state_dir):
+        current = installed(_others(opts.state_dir, job_id))
+        path = _state_file(opts.state_dir, job_id)
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:  # recorded first: the epilog removes what was tried
+            json.dump({"job": job_id, "own": own, "seq": time.time_ns(), "routes": [list(r) for r in routes]}, fh)
+        os.replace(path + ".tmp", path)
+        done = []
+        for peer, via in routes:
+            if peer not in current:
+                ip_route("add", peer, via, own, opts.route_helper, run)
+                done.append((peer, via))
+    return done
 
 
-def epilog(job_id, opts, run=None):
-    """Remove the routes the prolog installed for the job (not those another job on this node installed too)."""
+def epilog(job_id, opts, run=None, moved=None):
+    """Remove the routes only this job needed; a peer another running job on this node needs keeps a route,
+    through that job's gateway (appended to ``moved`` as ``(peer, old via, new via)`` when it changes)."""
     run = run or subprocess.run
     path = _state_file(opts.state_dir, job_id)
-    state = _read_state(path)
-    if state is None:
+    if _read_state(path) is None:
         return []
-    others = set()
-    for name in os.listdir(opts.state_dir):
-        other = _read_state(os.path.join(opts.state_dir, name)) if name.endswith(".json") else None
-        if other and name != os.path.basename(path):
-            others.update(tuple(r) for r in other["routes"])
     removed, errors = [], []
-    for peer, via in (tuple(r) for r in state["routes"]):
-        if (peer, via) in others:
-            continue
-        try:
-            ip_route("del", peer, via, state["own"], opts.route_helper, run)
-            removed.append((peer, via))
-        except RouteError as exc:
-            errors.append(str(exc))
-    os.unlink(path)
+    with _locked(opts.state_dir):
+        state = _read_state(path)
+        if state is None:
+            return []
+        others = _others(opts.state_dir, job_id)
+        before = installed(sorted(others + [state], key=lambda r: (r.get("seq", 0), str(r.get("job")))))
+        after = installed(others)
+        for peer in dict.fromkeys(r[0] for r in state["routes"]):
+            try:
+                if peer not in after:
+                    ip_route("del", peer, before[peer], state["own"], opts.route_helper, run)
+                    removed.append((peer, before[peer]))
+                elif after[peer] != before[peer]:
+                    if opts.route_helper:  # the helper's del also drops a tunnel device left without routes
+                        ip_route("del", peer, before[peer], state["own"], opts.route_helper, run)
+                    ip_route("add", peer, after[peer], state["own"], opts.route_helper, run)
+                    if moved is not None:
+                        moved.append((peer, before[peer], after[peer]))
+            except RouteError as exc:
+                errors.append(str(exc))
+        os.unlink(path)
     if errors:
         raise RouteError("job %s: routes not removed: %s" % (job_id, "; ".join(errors)))
     return removed
@@ -190,8 +240,11 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-gw-route
     def action():
         job_id = S.check_job_id(env.get("SLURM_JOB_ID"), "SLURM_JOB_ID")
         if opts.action == "epilog":
-            done = epilog(job_id, opts)
+            moved = []
+            done = epilog(job_id, opts, moved=moved)
             verb = "removed"
+            for peer, old, new in moved:
+                out.write("psgw routes: job %s: %s handed over from %s to %s (another job's)\n" % (job_id, peer, old, new))
         else:
             node = env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
             het = env.get("SLURM_HET_JOB_ID")

@@ -283,9 +283,11 @@ def test_the_sweep_removes_the_reservation_of_a_part_cancelled_while_pending_and
     assert "job 42 has ended or is gone: reservation msa_delay_42 removed" in out
 
 
-def test_the_sweep_cancels_a_reserved_part_whose_leader_was_cancelled_and_leaves_a_live_leaders_part():
+@pytest.mark.parametrize("part_state", ["PENDING", "RUNNING"])
+def test_the_sweep_cancels_a_reserved_part_whose_leader_was_cancelled_and_leaves_a_live_leaders_part(part_state):
     # 41's epilog did not cancel 42 (it was killed, or accounting was late); 51 runs, so 52 keeps waiting
-    slurm = FakeSlurm([job(41, job_state="CANCELLED"), delayed(42, 41, 5), job(51, job_state="RUNNING"),
+    slurm = FakeSlurm([job(41, job_state="CANCELLED"), delayed(42, 41, 5, job_state=part_state),
+                       job(51, job_state="RUNNING"),
                        delayed(52, 51, 5)],
                       reservations="ReservationName=msa_delay_42 Nodes=dam01\nReservationName=msa_delay_52 Nodes=dam02\n")
     rc, out, err = run("sweep", None, slurm)

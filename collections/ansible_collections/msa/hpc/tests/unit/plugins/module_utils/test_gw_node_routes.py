@@ -136,3 +136,44 @@ def test_a_heterogeneous_jobs_component_asks_the_agents_by_its_leaders_id_and_ke
     err = io.StringIO()
     assert NR.main(argv, env=dict(env, SLURM_HET_JOB_ID="4 2"), out=io.StringIO(), err=err) == 1
     assert "SLURM_HET_JOB_ID: '4 2' is not a Slurm job id" in err.getvalue()
+
+
+def test_a_later_job_sharing_a_peer_through_another_gateway_leaves_the_route_and_gets_it_when_the_first_ends(opts):
+    first, second = {"gw01": [["10.1.0.20", "10.2.0.40"]]}, {"gw02": [["10.1.0.20", "10.2.0.40"]]}
+    ip = Ip()
+    assert NR.prolog("42", "cm01", opts, run=ip, fetch=fetch(first)) == [("10.2.0.40", "10.1.0.201")]
+    assert NR.prolog("43", "cm01", opts, run=ip, fetch=fetch(second)) == []   # the older job's route stays
+    assert ip.calls == [["ip", "route", "replace", "10.2.0.40/32", "via", "10.1.0.201"]]
+    ip.calls.clear()
+    moved = []
+    assert NR.epilog("42", opts, run=ip, moved=moved) == []
+    assert moved == [("10.2.0.40", "10.1.0.201", "10.1.0.202")]
+    assert ip.calls == [["ip", "route", "replace", "10.2.0.40/32", "via", "10.1.0.202"]]
+    ip.calls.clear()
+    assert NR.epilog("43", opts, run=ip) == [("10.2.0.40", "10.1.0.202")]
+    assert ip.calls == [["ip", "route", "del", "10.2.0.40/32", "via", "10.1.0.202"]]
+
+
+def test_when_the_later_job_ends_first_the_older_jobs_route_is_untouched(opts):
+    ip = Ip()
+    NR.prolog("42", "cm01", opts, run=ip, fetch=fetch({"gw01": [["10.1.0.20", "10.2.0.40"]]}))
+    NR.prolog("43", "cm01", opts, run=ip, fetch=fetch({"gw02": [["10.1.0.20", "10.2.0.40"]]}))
+    ip.calls.clear()
+    moved = []
+    assert NR.epilog("43", opts, run=ip, moved=moved) == [] and moved == [] and ip.calls == []
+    assert NR.epilog("42", opts, run=ip) == [("10.2.0.40", "10.1.0.201")]
+
+
+def test_a_route_helper_hands_a_shared_route_over_by_removing_then_adding(opts, monkeypatch):
+    opts.route_helper = "/usr/lib/msa-hpc/bin/sim-tunnel"
+    ip = Ip()
+    NR.prolog("42", "esb01", opts, run=ip, fetch=fetch({"gw01": [["10.1.0.20", "10.2.0.40"]]}))
+    NR.prolog("43", "esb01", opts, run=ip, fetch=fetch({"gw02": [["10.1.0.20", "10.2.0.40"]]}))
+    ip.calls.clear()
+    out = io.StringIO()
+    argv = ["epilog", "--pool-file", opts.pool_file, "--state-dir", opts.state_dir, "--route-helper", opts.route_helper]
+    monkeypatch.setattr(NR.subprocess, "run", ip)
+    assert NR.main(argv, env={"SLURM_JOB_ID": "42"}, out=out, err=io.StringIO()) == 0
+    assert ip.calls == [[opts.route_helper, "del", "10.1.0.20", "10.2.0.201", "10.2.0.40"],
+                        [opts.route_helper, "add", "10.1.0.20", "10.2.0.202", "10.2.0.40"]]
+    assert "10.1.0.20 handed over from 10.2.0.201 to 10.2.0.202" in out.getvalue()
