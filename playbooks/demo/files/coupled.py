@@ -108,7 +108,7 @@ def step(args):
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
     host = socket.gethostname()
-    me = {"rank": rank, "host": host, "module": module_of(host), "partition": os.environ.get("SLURM_JOB_PARTITION")}
+    me = {"rank": rank, "host": host, "module": module_of(host)}
     places = world.allgather(me)
     cm = [p["rank"] for p in places if p["module"] == "cm"]
     esb = [p["rank"] for p in places if p["module"] == "esb"]

@@ -30,6 +30,19 @@ def _components(job, labels):
     return out
 
 
+def _routes(lines, names):
+    """The routing file's lines (``<gateway address>:<port> <cluster node> <booster node>``) -> one dict per pair,
+    the gateway by its name where ``names`` (address -> name) knows it."""
+    out = []
+    for line in lines or []:
+        fields = str(line).split()
+        if len(fields) < 3 or fields[0].startswith("#"):
+            continue
+        address = fields[0].rsplit(":", 1)[0]
+        out.append({"gateway": (names or {}).get(address, address), "cluster": fields[1], "booster": fields[2]})
+    return out
+
+
 def _gateways(report, routes):
     """The gateway epilog's report (``{gateway: stats}``, the counters each gateway's agent gave at the job's end)
     and the routing file's pairs -> per gateway: the node pairs it served, bytes and packets its kernel forwarded
@@ -40,7 +53,7 @@ def _gateways(report, routes):
         forwarded = {d: {"bytes": int(v.get("bytes", 0)), "packets": int(v.get("packets", 0))}
                      for d, v in sorted((stats.get("forwarded") or {}).items())}
         relayed = sum(int(v.get("bytes", 0)) for v in (stats.get("directions") or {}).values())
-        pairs = ["%s<->%s" % (r.get("cluster"), r.get("booster")) for r in routes or [] if r.get("gateway") == name]
+        pairs = ["%s<->%s" % (r["cluster"], r["booster"]) for r in routes if r["gateway"] == name]
         out.append({"gateway": name, "pairs": pairs, "forwarded": forwarded,
                     "bytes": sum(v["bytes"] for v in forwarded.values()), "relayed": relayed})
     return out
@@ -111,7 +124,7 @@ def workflow_report(data):
         "system": data.get("system"), "name": data.get("name"), "job_id": job.get("job_id"),
         "state": job.get("state"), "components": _components(job, list(data.get("labels") or [])),
         "coupling": _coupling(data.get("step"), data.get("dam")),
-        "gateways": _gateways(data.get("gateways"), data.get("routes")), "nam": _nam(data.get("nam")),
+        "gateways": _gateways(data.get("gateways"), _routes(data.get("routes"), data.get("gateway_names"))), "nam": _nam(data.get("nam")),
         "fabric": _fabric(data.get("fabric")), "monitoring": _readings(data.get("readings")),
         "wall_seconds": data.get("wall_seconds"),
     }
