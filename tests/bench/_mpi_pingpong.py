@@ -101,9 +101,9 @@ def main():
     ap.add_argument("--pick")
     ap.add_argument("--fabric-net")
     ap.add_argument("--small", type=int, default=8)
-    ap.add_argument("--iters", type=int, default=2000)
+    ap.add_argument("--iters", type=int, default=300)
     ap.add_argument("--big", type=int, default=4 << 20)
-    ap.add_argument("--big-iters", type=int, default=20)
+    ap.add_argument("--big-iters", type=int, default=5)
     args = ap.parse_args()
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -119,8 +119,8 @@ def main():
     for a, b in pairs:
         if rank in (a, b):
             first, peer = rank == a, b if rank == a else a
-            small_times, small_ok = pingpong(comm, peer, first, args.small, args.iters, 100)
-            big_times, big_ok = pingpong(comm, peer, first, args.big, args.big_iters, 2)
+            small_times, small_ok = pingpong(comm, peer, first, args.small, args.iters, 20)
+            big_times, big_ok = pingpong(comm, peer, first, args.big, args.big_iters, 1)
             oks = comm.sendrecv((small_ok, big_ok), dest=peer, source=peer, sendtag=9, recvtag=9)
             if first:
                 results.append({
