@@ -30,29 +30,66 @@ def _components(job, labels):
     return out
 
 
-def _gateways(agent_answers):
-    """psgw-agent ``GET /v1/jobs/<job>`` answers → per gateway: bytes and messages per direction and in total."""
+def _routes(lines, names):
+    """The routing file's lines (``<gateway address>:<port> <cluster node> <booster node>``) -> one dict per pair,
+    the gateway by its name where ``names`` (address -> name) knows it."""
     out = []
-    for answer in agent_answers or []:
-        stats = answer.get("stats") or {}
-        directions = {d: {"bytes": int(v.get("bytes", 0)), "messages": int(v.get("messages", 0))}
-                      for d, v in sorted((stats.get("directions") or {}).items())}
-        out.append({"gateway": answer.get("gateway") or stats.get("gateway"), "directions": directions,
-                    "bytes": sum(v["bytes"] for v in directions.values()),
-                    "refused": int(stats.get("refused", 0)), "errors": int(stats.get("errors", 0))})
-    return sorted(out, key=lambda g: str(g["gateway"]))
+    for line in lines or []:
+        fields = str(line).split()
+        if len(fields) < 3 or fields[0].startswith("#"):
+            continue
+        address = fields[0].rsplit(":", 1)[0]
+        out.append({"gateway": (names or {}).get(address, address), "cluster": fields[1], "booster": fields[2]})
+    return out
 
 
-def _nam(nam_answer, gce_result):
+def _gateways(report, routes):
+    """The gateway epilog's report (``{gateway: stats}``, the counters each gateway's agent gave at the job's end)
+    and the routing file's pairs -> per gateway: the node pairs it served, bytes and packets its kernel forwarded
+    per direction, their total, and what its psgwd relayed (``directions``) besides."""
+    out = []
+    for name, stats in sorted((report or {}).items()):
+        stats = stats or {}
+        forwarded = {d: {"bytes": int(v.get("bytes", 0)), "packets": int(v.get("packets", 0))}
+                     for d, v in sorted((stats.get("forwarded") or {}).items())}
+        relayed = sum(int(v.get("bytes", 0)) for v in (stats.get("directions") or {}).values())
+        pairs = ["%s<->%s" % (r["cluster"], r["booster"]) for r in routes if r["gateway"] == name]
+        out.append({"gateway": name, "pairs": pairs, "forwarded": forwarded,
+                    "bytes": sum(v["bytes"] for v in forwarded.values()), "relayed": relayed})
+    return out
+
+
+def _nam(nam_answer):
     allocs = [{"id": a.get("id"), "name": a.get("name"), "device": a.get("device"), "offset": a.get("offset"),
                "size": int(a.get("size", 0)), "volatile": a.get("volatile")}
               for a in (nam_answer or {}).get("allocations") or []]
+    return {"allocations": allocs, "bytes": sum(a["size"] for a in allocs)}
+
+
+def _coupling(step, dam):
+    """The coupled program's RESULT (every rank of the CM+ESB step) and the DAM part's -> placement, bytes moved,
+    the GCE outcome (its path on every ESB rank, equal to MPI's own Allreduce) and the NAM write and read."""
+    ranks = sorted((step or {}).get("ranks") or [], key=lambda r: r.get("rank", 0))
+    placement = [{"rank": r.get("rank"), "host": r.get("host"), "module": r.get("module"), "role": r.get("role")}
+                 for r in ranks]
+    reducers = [r for r in ranks if r.get("role") == "reduce"]
+    gces = [r.get("gce") or {} for r in reducers]
+    paths = sorted({str(g.get("path")) for g in gces})
     gce = None
-    if gce_result:
-        record = gce_result.get("communicator") or {}
-        gce = {"id": gce_result.get("id"), "comm_id": gce_result.get("comm_id"), "device": record.get("device"),
-               "size": record.get("size"), "fallback": gce_result.get("fallback")}
-    return {"allocations": allocs, "bytes": sum(a["size"] for a in allocs)}, gce
+    if gces:
+        gce = {"path": paths[0] if len(paths) == 1 else "mixed: %s" % ", ".join(paths),
+               "on_gce": paths == ["gce"], "equal_to_mpi": all(g.get("equal_to_mpi") is True for g in gces),
+               "communicator": gces[0].get("communicator"), "ranks": gces[0].get("ranks")}
+    dam = dam or {}
+    return {
+        "placement": placement,
+        "sent": sum(sum((r.get("sent") or {}).values()) for r in ranks),
+        "received": sum(int(r.get("received") or 0) for r in reducers),
+        "gce": gce,
+        "nam_written": sum(int((r.get("nam") or {}).get("written") or 0) for r in reducers),
+        "dam": {"host": dam.get("host"), "read": dam.get("read"), "checksum_ok": dam.get("checksum_ok"),
+                "histogram_ok": dam.get("histogram_ok"), "ok": dam.get("ok") is True, "error": dam.get("error")},
+    }
 
 
 def _fabric(fabric):
@@ -83,15 +120,12 @@ def workflow_report(data):
         raise AnsibleFilterError("msa.hpc.workflow_report: the input needs a 'job' (msa.hpc.slurm_packjob's result), "
                                  "got %r" % (type(data).__name__,))
     job = data["job"]
-    nam, gce = _nam(data.get("nam"), data.get("gce"))
-    exchange = list(data.get("exchange") or [])
     return {
         "system": data.get("system"), "name": data.get("name"), "job_id": job.get("job_id"),
         "state": job.get("state"), "components": _components(job, list(data.get("labels") or [])),
-        "exchange": {"messages": len(exchange), "verified": sum(1 for line in exchange if line.endswith(" OK")),
-                     "lines": exchange},
-        "gateways": _gateways(data.get("gateways")), "nam": nam, "gce": gce, "fabric": _fabric(data.get("fabric")),
-        "monitoring": _readings(data.get("readings")),
+        "coupling": _coupling(data.get("step"), data.get("dam")),
+        "gateways": _gateways(data.get("gateways"), _routes(data.get("routes"), data.get("gateway_names"))), "nam": _nam(data.get("nam")),
+        "fabric": _fabric(data.get("fabric")), "monitoring": _readings(data.get("readings")),
         "wall_seconds": data.get("wall_seconds"),
     }
 
@@ -108,20 +142,34 @@ def workflow_report_lines(report):
             comp["label"], comp["partition"], compress(comp["nodes"]) or "-", comp["state"], comp["exit_code"],
             " (job %s, +%s min)" % (comp["job_id"], comp["delay_min"])
             if comp.get("role") == "delayed" else ""))
-    ex = report["exchange"]
-    gws = "; ".join("%s %s" % (g["gateway"], ", ".join("%s %s" % (d, _size(v["bytes"]))
-                                                       for d, v in g["directions"].items()) or "0 B")
+    cpl = report["coupling"]
+    lines.append("ranks: %s" % ("; ".join("%s %s (%s)" % (p["rank"], p["host"], p["module"]) for p in cpl["placement"])
+                                or "none reported"))
+    lines.append("coupling: %s sent by the CM ranks, %s received by the ESB ranks" % (
+        _size(cpl["sent"]), _size(cpl["received"])))
+    gws = "; ".join("%s [%s] %s" % (g["gateway"], ", ".join(g["pairs"]) or "no pair",
+                                    ", ".join("%s %s" % (d, _size(v["bytes"])) for d, v in g["forwarded"].items())
+                                    or "0 B")
                     for g in report["gateways"])
-    lines.append("gateways: %s (%d/%d messages verified)" % (gws or "none", ex["verified"], ex["messages"]))
-    nam, gce = report["nam"], report["gce"]
-    lines.append("NAM: %s" % ("; ".join("%s on %s (allocation %s at offset %s)" % (_size(a["size"]), a["device"],
-                                                                                   a["id"], a["offset"])
-                                        for a in nam["allocations"]) or "no allocation"))
-    if gce and gce.get("id") is not None:
-        gce_text = "communicator %s on %s (comm id %s, %s ranks)" % (gce["id"], gce["device"], gce["comm_id"], gce["size"])
+    lines.append("gateways: %s" % (gws or "none"))
+    gce = cpl["gce"]
+    if gce is None:
+        lines.append("GCE: not used")
     else:
-        gce_text = "software fallback" if gce else "not used"
-    lines.append("GCE: %s" % gce_text)
+        where = ("on the GCE (communicator %s, %s ranks)" % (gce["communicator"], gce["ranks"]) if gce["on_gce"]
+                 else "software fallback (%s)" % gce["path"])
+        lines.append("GCE: allreduce %s, %s MPI's own Allreduce" % (
+            where, "equal to" if gce["equal_to_mpi"] else "NOT equal to"))
+    nam, dam = report["nam"], cpl["dam"]
+    held = "; ".join("%s on %s (allocation %s at offset %s)" % (_size(a["size"]), a["device"], a["id"], a["offset"])
+                     for a in nam["allocations"]) or "no allocation"
+    if dam["read"] is None:
+        read = "DAM part read nothing%s" % (": %s" % dam["error"] if dam["error"] else "")
+    else:
+        read = "DAM part on %s read %s: checksums %s, histogram %s" % (
+            dam["host"], _size(dam["read"]), "OK" if dam["checksum_ok"] else "WRONG",
+            "OK" if dam["histogram_ok"] else "WRONG")
+    lines.append("NAM: %s; ESB ranks wrote %s, %s" % (held, _size(cpl["nam_written"]), read))
     fab = report["fabric"]
     lines.append("fabric: EXTOLL %s, %s routing (tables v%s, max %s hops), %s" % (
         fab["status"], fab["algorithm"], fab["routes_version"], fab["max_hops"],

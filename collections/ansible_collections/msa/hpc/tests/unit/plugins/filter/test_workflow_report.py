@@ -13,11 +13,25 @@ from ansible_collections.msa.hpc.plugins.filter.workflow_report import workflow_
 MIB = 1 << 20
 
 
-def _agent(gateway, nbytes):
-    return {"job": "41", "gateway": gateway, "running": True,
-            "stats": {"gateway": gateway, "refused": 0, "errors": 0,
-                      "directions": {"ib->extoll": {"bytes": nbytes, "fragments": 64, "messages": 1},
-                                     "extoll->ib": {"bytes": nbytes // 2, "fragments": 32, "messages": 1}}}}
+def _forwarded(nbytes):
+    """A gateway's stats in the gateway epilog's report: its kernel's forwarding counters and its psgwd's."""
+    return {"gateway": "x", "refused": 0, "errors": 0,
+            "directions": {"ib->extoll": {"bytes": 10, "fragments": 1, "messages": 1}},
+            "forwarded": {"ib->extoll": {"bytes": nbytes, "packets": 64},
+                          "extoll->ib": {"bytes": nbytes // 2, "packets": 32}}}
+
+
+def _rank(rank, host, role, **extra):
+    return dict({"rank": rank, "host": host, "module": host[:-2], "role": role}, **extra)
+
+
+GCE_OK = {"path": "gce", "equal_to_mpi": True, "communicator": 3, "ranks": 2}
+STEP = {"size": 4, "cells": 524288, "ranks": [
+    _rank(2, "esb01", "reduce", received=2 * MIB, nam={"written": 2 * MIB}, gce=GCE_OK),
+    _rank(0, "cm01", "compute", sent={"2": MIB, "3": MIB}),
+    _rank(1, "cm01", "compute", sent={"2": MIB, "3": MIB}),
+    _rank(3, "esb02", "reduce", received=2 * MIB, nam={"written": 2 * MIB}, gce=GCE_OK)]}
+DAM = {"host": "dam01", "read": 4 * MIB, "checksum_ok": True, "histogram_ok": True, "ok": True}
 
 
 RAW = {
@@ -29,12 +43,12 @@ RAW = {
          "state": "COMPLETED", "exit_code": 0},
         {"index": 2, "role": "delayed", "job_id": 43, "partition": "dam", "node_list": ["dam01"], "delay": 1,
          "state": "COMPLETED", "exit_code": 0}]},
-    "exchange": ["received 4194304 bytes in 64 fragments sha256 ab from cm01 via gw01: OK",
-                 "received 4194304 bytes in 64 fragments sha256 cd from cm01 via gw02: MISMATCH"],
-    "gateways": [_agent("gw02", 4 * MIB), _agent("gw01", 4 * MIB)],
+    "step": STEP, "dam": DAM,
+    "gateways": {"gw02": _forwarded(2 * MIB), "gw01": _forwarded(4 * MIB)},
+    "routes": ["# routing file of job 41", "10.23.0.81:7400 cm01 esb01", "10.23.0.82:7400 cm01 esb02"],
+    "gateway_names": {"10.23.0.81": "gw01", "10.23.0.82": "gw02"},
     "nam": {"job": "41", "allocations": [{"id": 7, "name": "slurm-41", "device": "nam01", "offset": 0,
                                           "size": 1 << 30, "volatile": True, "job": "41"}]},
-    "gce": {"id": 3, "comm_id": 1, "communicator": {"device": "gce01", "size": 2}, "fallback": None},
     "fabric": {"status": {"status": "up", "routes_version": 5},
                "routes": {"version": 5, "algorithm": "DimensionOrder", "summary": {"max_hops": 3}},
                "path": ["esb01", "esb02"]},
@@ -52,18 +66,35 @@ def test_report_says_where_each_component_ran_and_how_it_ended():
     assert report["components"][2]["role"] == "delayed"
 
 
-def test_report_counts_bytes_per_gateway_and_direction_and_the_verified_messages():
+def test_report_counts_bytes_per_gateway_and_direction_with_the_pairs_it_served():
     report = workflow_report(RAW)
     assert [g["gateway"] for g in report["gateways"]] == ["gw01", "gw02"]
-    assert report["gateways"][0]["directions"]["ib->extoll"]["bytes"] == 4 * MIB
-    assert report["gateways"][0]["bytes"] == 6 * MIB
-    assert report["exchange"]["messages"] == 2 and report["exchange"]["verified"] == 1
+    assert report["gateways"][0]["forwarded"]["ib->extoll"] == {"bytes": 4 * MIB, "packets": 64}
+    assert report["gateways"][0]["bytes"] == 6 * MIB and report["gateways"][1]["bytes"] == 3 * MIB
+    assert report["gateways"][0]["relayed"] == 10
+    assert report["gateways"][1]["pairs"] == ["cm01<->esb02"]
 
 
-def test_report_holds_nam_gce_fabric_and_the_last_reading_of_each_series():
+def test_report_places_every_rank_and_sums_what_moved():
+    coupling = workflow_report(RAW)["coupling"]
+    assert [(p["rank"], p["host"], p["module"]) for p in coupling["placement"]] == [
+        (0, "cm01", "cm"), (1, "cm01", "cm"), (2, "esb01", "esb"), (3, "esb02", "esb")]
+    assert coupling["sent"] == 4 * MIB and coupling["received"] == 4 * MIB and coupling["nam_written"] == 4 * MIB
+    assert coupling["gce"] == {"path": "gce", "on_gce": True, "equal_to_mpi": True, "communicator": 3, "ranks": 2}
+    assert coupling["dam"]["ok"] is True and coupling["dam"]["read"] == 4 * MIB
+
+
+def test_report_says_fallback_when_one_rank_did_not_use_the_gce_and_a_wrong_reduction():
+    ranks = [dict(r) for r in STEP["ranks"]]
+    ranks[3]["gce"] = {"path": "software: the GCE is not available: x", "equal_to_mpi": False}
+    gce = workflow_report(dict(RAW, step={"ranks": ranks}))["coupling"]["gce"]
+    assert gce["on_gce"] is False and gce["equal_to_mpi"] is False
+    assert gce["path"] == "mixed: gce, software: the GCE is not available: x"
+
+
+def test_report_holds_nam_fabric_and_the_last_reading_of_each_series():
     report = workflow_report(RAW)
     assert report["nam"]["bytes"] == 1 << 30 and report["nam"]["allocations"][0]["device"] == "nam01"
-    assert report["gce"]["id"] == 3 and report["gce"]["device"] == "gce01"
     assert report["fabric"] == {"status": "up", "routes_version": 5, "algorithm": "DimensionOrder", "max_hops": 3,
                                 "path": ["esb01", "esb02"], "deadlock_free": None}
     # the empty series (esb02) has no reading; the others give their last point
@@ -77,21 +108,34 @@ def test_report_is_plain_json():
 
 def test_lines_give_one_line_per_component_and_one_per_subsystem():
     lines = workflow_report_lines(workflow_report(RAW))
-    assert len(lines) == 1 + 3 + 5
+    assert len(lines) == 1 + 3 + 7
     assert lines[0].startswith("job 41 (demo-workflow-1) on dev3: COMPLETED")
     assert "esb[01-02]" in lines[2] and "exit 0" in lines[2]
     assert "(job 43, +1 min)" in lines[3]
-    assert "gw01 extoll->ib 2.0 MiB, ib->extoll 4.0 MiB" in lines[4] and "(1/2 messages verified)" in lines[4]
-    assert lines[5] == "NAM: 1.0 GiB on nam01 (allocation 7 at offset 0)"
-    assert lines[6] == "GCE: communicator 3 on gce01 (comm id 1, 2 ranks)"
-    assert lines[7] == "fabric: EXTOLL up, DimensionOrder routing (tables v5, max 3 hops), esb01 -> esb02"
-    assert lines[8] == "monitoring: load/load1: cm01 1.25, esb01 0.75"
+    assert lines[4] == "ranks: 0 cm01 (cm); 1 cm01 (cm); 2 esb01 (esb); 3 esb02 (esb)"
+    assert lines[5] == "coupling: 4.0 MiB sent by the CM ranks, 4.0 MiB received by the ESB ranks"
+    assert lines[6] == ("gateways: gw01 [cm01<->esb01] extoll->ib 2.0 MiB, ib->extoll 4.0 MiB; "
+                        "gw02 [cm01<->esb02] extoll->ib 1.0 MiB, ib->extoll 2.0 MiB")
+    assert lines[7] == "GCE: allreduce on the GCE (communicator 3, 2 ranks), equal to MPI's own Allreduce"
+    assert lines[8] == ("NAM: 1.0 GiB on nam01 (allocation 7 at offset 0); ESB ranks wrote 4.0 MiB, "
+                        "DAM part on dam01 read 4.0 MiB: checksums OK, histogram OK")
+    assert lines[9] == "fabric: EXTOLL up, DimensionOrder routing (tables v5, max 3 hops), esb01 -> esb02"
+    assert lines[10] == "monitoring: load/load1: cm01 1.25, esb01 0.75"
+
+
+def test_lines_name_the_fallback_and_a_failed_read():
+    ranks = [dict(r, gce={"path": "software: too big", "equal_to_mpi": True}) if r["role"] == "reduce" else r
+             for r in STEP["ranks"]]
+    lines = workflow_report_lines(workflow_report(dict(RAW, step={"ranks": ranks},
+                                                       dam={"host": "dam01", "error": "no header"})))
+    assert "GCE: allreduce software fallback (software: too big), equal to MPI's own Allreduce" in lines
+    assert lines[8].endswith("DAM part read nothing: no header")
 
 
 def test_sections_without_answers_say_so_instead_of_failing():
     lines = workflow_report_lines(workflow_report({"job": {"job_id": 9, "state": "FAILED", "components": []}}))
-    assert "gateways: none (0/0 messages verified)" in lines
-    assert "NAM: no allocation" in lines and "GCE: not used" in lines
+    assert "gateways: none" in lines and "ranks: none reported" in lines
+    assert "NAM: no allocation; ESB ranks wrote 0 B, DAM part read nothing" in lines and "GCE: not used" in lines
     assert lines[-1] == "monitoring: no readings"
 
 
