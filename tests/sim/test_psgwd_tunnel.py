@@ -31,7 +31,7 @@ def test_a_booster_node_tunnels_a_cluster_peer_to_the_gateway_both_ends_agreeing
     ip = Ip()
     assert tunnel.main(["add", "10.43.0.20", "10.44.0.80", "10.44.0.40"], run=ip) == 0
     assert ip.changes() == [
-        ["ip", "link", "add", "msagw0a2c0050", "type", "vxlan", "id", "4242", "local", "10.44.0.40", "remote",
+        ["ip", "link", "add", "msagw0a2c0050", "type", "vxlan", "id", str(0x2c0050), "local", "10.44.0.40", "remote",
          "10.44.0.80", "dstport", "4789"],
         ["ip", "link", "set", "msagw0a2c0050", "up"],
         ["ip", "neigh", "replace", "10.44.0.80", "lladdr", "02:4d:0a:2c:00:50", "dev", "msagw0a2c0050", "nud",
@@ -41,6 +41,16 @@ def test_a_booster_node_tunnels_a_cluster_peer_to_the_gateway_both_ends_agreeing
     gw = Ip()
     assert tunnel.main(["gateway", "10.44.0.80"], run=gw) == 0
     assert ["ip", "link", "set", "msagw0", "address", "02:4d:0a:2c:00:50"] in gw.changes()
+    assert gw.changes()[0][:7] == ["ip", "link", "add", "msagw0", "type", "vxlan", "id"]
+    assert gw.changes()[0][7] == str(0x2c0050)   # the id the booster node computed for this gateway
+
+
+def test_tunnels_to_two_gateways_get_two_devices_with_different_ids():
+    ip = Ip()
+    tunnel.main(["add", "10.43.0.20", "10.44.0.80", "10.44.0.40"], run=ip)
+    tunnel.main(["add", "10.43.0.21", "10.44.0.81", "10.44.0.40"], run=ip)
+    adds = [c for c in ip.changes() if c[:3] == ["ip", "link", "add"]]
+    assert [(c[3], c[7]) for c in adds] == [("msagw0a2c0050", str(0x2c0050)), ("msagw0a2c0051", str(0x2c0051))]
 
 
 def test_an_existing_device_is_reused_and_goes_with_its_last_route():

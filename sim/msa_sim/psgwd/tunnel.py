@@ -6,8 +6,9 @@ forwards hop by hop by destination address (msa_sim.emp.iproute), and its inner 
 fabric addresses, so the booster node wraps such packets in VXLAN (UDP to the gateway's EXTOLL address, which every
 torus node routes) instead:
 
-* gateway (``gateway OWN``, run by the agent with ``--tunnel vxlan``): device ``msagw0``, VXLAN id ``VNI`` on its
-  EXTOLL address, a MAC derived from that address; what comes out of it is forwarded (or dropped) by the gateway's
+* gateway (``gateway OWN``, run by the agent with ``--tunnel vxlan``): device ``msagw0`` on its EXTOLL address, its
+  VXLAN id and MAC derived from that address (a booster node with tunnels to two gateways needs two devices, and
+  Linux refuses two VXLAN devices with one id and port); what comes out of it is forwarded (or dropped) by the gateway's
   nftables rules like any other packet;
 * booster node (``add PEER VIA OWN`` / ``del PEER VIA OWN``, the compute nodes' route hook's ``--route-helper``):
   device ``msagw<VIA in hex>`` to the gateway, the gateway's MAC as a permanent neighbour, and
@@ -24,7 +25,6 @@ import json
 import subprocess
 import sys
 
-VNI = 4242
 PORT = 4789
 GATEWAY_DEVICE = "msagw0"
 
@@ -46,13 +46,18 @@ def gateway_mac(address):
     return "02:4d:" + ":".join("%02x" % b for b in ipaddress.IPv4Address(address).packed)
 
 
+def vni(address):
+    """The VXLAN id of a gateway's tunnels: the low 24 bits of its EXTOLL address (both ends compute it)."""
+    return int(ipaddress.IPv4Address(address)) & 0xFFFFFF
+
+
 def device(via):
     return "msagw%08x" % int(ipaddress.IPv4Address(via))
 
 
 def gateway_commands(own):
     own = _v4(own, "gateway address")
-    return [["ip", "link", "add", GATEWAY_DEVICE, "type", "vxlan", "id", str(VNI), "local", own, "dstport", str(PORT),
+    return [["ip", "link", "add", GATEWAY_DEVICE, "type", "vxlan", "id", str(vni(own)), "local", own, "dstport", str(PORT),
              "nolearning"],
             ["ip", "link", "set", GATEWAY_DEVICE, "address", gateway_mac(own)],
             ["ip", "link", "set", GATEWAY_DEVICE, "up"]]
@@ -61,7 +66,7 @@ def gateway_commands(own):
 def add_commands(peer, via, own):
     peer, via, own = _v4(peer, "peer"), _v4(via, "gateway"), _v4(own, "own address")
     dev = device(via)
-    return [["ip", "link", "add", dev, "type", "vxlan", "id", str(VNI), "local", own, "remote", via,
+    return [["ip", "link", "add", dev, "type", "vxlan", "id", str(vni(via)), "local", own, "remote", via,
              "dstport", str(PORT)],
             ["ip", "link", "set", dev, "up"],
             ["ip", "neigh", "replace", via, "lladdr", gateway_mac(via), "dev", dev, "nud", "permanent"],
