@@ -6,10 +6,9 @@ import argparse
 import getpass
 import logging
 import os
-import signal
 import sys
-import threading
 
+from msa_sim.serve import serve_until_signalled
 from msa_sim.nammgr import config as C
 from msa_sim.nammgr.api import Manager, Server
 from msa_sim.nammgr.auth import AuthError, Authenticator, hash_password
@@ -45,18 +44,7 @@ def serve(args):
     host, port = server.server_address[:2]
     log.info("serving %d NAM and %d GCE devices on %s://%s:%d (state %s)", len(cfg.nam_devices),
              len(cfg.gce_devices), server.scheme, host, port, cfg.db_path)
-    if args.ready_file:
-        with open(args.ready_file + ".tmp", "w", encoding="utf-8") as fh:
-            fh.write("%s:%d\n" % (host, port))
-        os.replace(args.ready_file + ".tmp", args.ready_file)
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-    thread.start()
-    done.wait()
-    server.shutdown()
-    server.server_close()
+    serve_until_signalled(server, args.ready_file)
     store.close()
     return 0
 

@@ -366,15 +366,20 @@ def nam_list(mgr, who, body, query):
                                                       device=query.get("device"))}
 
 
-@route("GET", "/nam/allocations/([^/]+)", job_ok=True)
-def nam_get(mgr, who, body, query, alloc_id):
+def _owned(mgr, who, alloc_id):
+    """The NAM allocation ``alloc_id`` if it exists and ``who`` owns it (or is an administrator)."""
     alloc = mgr.store.get(_int_id(alloc_id, "NAM allocation"))
     if alloc is None:
         raise ApiError(404, "not_found", "NAM allocation %s does not exist" % alloc_id, id=alloc_id)
     if not who.admin and alloc["owner"] != who.name:
         raise ApiError(403, "not_owner", "NAM allocation %s belongs to %s, not to %s"
                        % (alloc_id, alloc["owner"], who.name), id=alloc["id"])
-    return 200, alloc
+    return alloc
+
+
+@route("GET", "/nam/allocations/([^/]+)", job_ok=True)
+def nam_get(mgr, who, body, query, alloc_id):
+    return 200, _owned(mgr, who, alloc_id)
 
 
 @route("DELETE", "/nam/allocations/([^/]+)")
@@ -419,13 +424,7 @@ def nam_free_job(mgr, who, body, query, job):
 
 @route("POST", "/nam/allocations/([^/]+)/access", job_ok=True)
 def nam_access(mgr, who, body, query, alloc_id):
-    alloc = mgr.store.get(_int_id(alloc_id, "NAM allocation"))
-    if alloc is None:
-        raise ApiError(404, "not_found", "NAM allocation %s does not exist" % alloc_id, id=alloc_id)
-    if not who.admin and alloc["owner"] != who.name:
-        raise ApiError(403, "not_owner", "NAM allocation %s belongs to %s, not to %s"
-                       % (alloc_id, alloc["owner"], who.name), id=alloc["id"])
-    return 201, mgr.datapath().nam_access(alloc, who)
+    return 201, mgr.datapath().nam_access(_owned(mgr, who, alloc_id), who)
 
 
 def _orphan_args(body):

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
 
 from ansible_collections.msa.hpc.plugins.module_utils._sizes import SizeError, parse_size
+from msa_sim.serve import serve_until_signalled
 from msa_sim.rma import capability as C
 from msa_sim.rma.api import Server
 from msa_sim.rma.collective import Engine
@@ -44,18 +43,7 @@ def serve(args):
     server = Server((args.listen, args.port), args.device, args.kind, key, memory, engine, tls)
     host, port = server.server_address[:2]
     log.info("%s board %s: data path on %s://%s:%d", args.kind.upper(), args.device, server.scheme, host, port)
-    if args.ready_file:
-        with open(args.ready_file + ".tmp", "w", encoding="utf-8") as fh:
-            fh.write("%s:%d\n" % (host, port))
-        os.replace(args.ready_file + ".tmp", args.ready_file)
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-    thread.start()
-    done.wait()
-    server.shutdown()
-    server.server_close()
+    serve_until_signalled(server, args.ready_file)
     if memory is not None:
         memory.close()
     return 0
