@@ -77,8 +77,21 @@ def _int(value, what):
     return value
 
 
+def _peer_down(client, peer_id):
+    """The fabric manager says node ``peer_id`` itself is not up (powered off, gone), or no longer sees it at all
+    (404: absent from the fabric it discovered): its links are down with it. Any other answer: not known to be."""
+    from ansible_collections.msa.hpc.plugins.module_utils._rest import RestError  # as in client(): imported late
+    try:
+        peer = client.get("nodes/%d" % peer_id)
+    except RestError as exc:
+        return exc.status == 404
+    return isinstance(peer, dict) and peer.get("state") not in (None, "up")
+
+
 def check_extoll(client, node_id):
-    """The fabric manager's own view of this node: present and alive, every cabled port's link up."""
+    """The fabric manager's own view of this node: present and alive, every cabled port's link up, except a link
+    whose far end the manager reports down as a node (a powered-off neighbour is that node's fault, not this one's:
+    its own check, or its BMC, says so; EXTOLL routes around it)."""
     node = client.get("nodes/%d" % node_id)
     if not isinstance(node, dict) or node.get("state") != "up":
         state = node.get("state") if isinstance(node, dict) else node
@@ -91,8 +104,10 @@ def check_extoll(client, node_id):
         peer = link.get("expected_peer") if isinstance(link, dict) else None
         if peer is None or link.get("state") == "up":
             continue    # an uncabled port, or a link that is up
-        down.append("port %d to node %d port %d" % (_int(link.get("port"), "port"), _int(peer.get("id"), "peer id"),
-                                                    _int(peer.get("port"), "peer port")))
+        port, peer_id, peer_port = (_int(link.get("port"), "port"), _int(peer.get("id"), "peer id"),
+                                    _int(peer.get("port"), "peer port"))
+        if not _peer_down(client, peer_id):
+            down.append("port %d to node %d port %d" % (port, peer_id, peer_port))
     if down:
         raise CheckFailed("EXTOLL link down per the fabric manager: %s" % ", ".join(down))
 

@@ -36,8 +36,11 @@ LINKS3 = [{"port": 0, "state": "up", "peer": {"id": 2, "port": 1}, "expected_pee
           {"port": 5, "state": "up", "peer": {"id": 9, "port": 2}, "expected_peer": None}]
 
 
-def emp(links=None, node=None):
-    return FakeClient({"nodes/3": NODE3 if node is None else node, "nodes/3/link": LINKS3 if links is None else links})
+def emp(links=None, node=None, peers=None):
+    answers = {"nodes/%d" % i: dict(NODE3, id=i, state="up") for i in (2, 4, 9)}
+    answers.update(peers or {})
+    answers.update({"nodes/3": NODE3 if node is None else node, "nodes/3/link": LINKS3 if links is None else links})
+    return FakeClient(answers)
 
 
 def scontrol_node(name, state, flags=(), reason=""):
@@ -73,6 +76,21 @@ def test_an_extoll_link_down_per_the_manager_is_named_with_its_port_and_peer():
     cut = [dict(LINKS3[0]), dict(LINKS3[1], state="down", peer=None), dict(LINKS3[2], state="down", peer=None)]
     with pytest.raises(H.CheckFailed, match=r"^EXTOLL link down per the fabric manager: port 1 to node 4 port 0$"):
         H.check_extoll(emp(cut), 3)   # port 5 has no expected peer (not cabled in the topology): not a failure
+
+
+def test_a_link_down_because_its_far_end_node_is_down_is_not_this_nodes_failure():
+    cut = [dict(LINKS3[0], state="down", peer=None), dict(LINKS3[1], state="down", peer=None), LINKS3[2]]
+    # node 4 is powered off (the manager reports it down): only the link to node 2, which is up, counts
+    with pytest.raises(H.CheckFailed, match=r"^EXTOLL link down per the fabric manager: port 0 to node 2 port 1$"):
+        H.check_extoll(emp(cut, peers={"nodes/4": dict(NODE3, id=4, state="down")}), 3)
+    H.check_extoll(emp(cut, peers={"nodes/4": dict(NODE3, id=4, state="down"), "nodes/2": dict(NODE3, id=2,
+                                                                                               state="gone")}), 3)
+    # a peer absent from the fabric the manager discovered (404) is down too; one it cannot tell about (an error)
+    # counts as up: the link is this node's failure
+    cut = [LINKS3[0], dict(LINKS3[1], state="down", peer=None)]
+    H.check_extoll(emp(cut, peers={"nodes/4": RestError("GET nodes/4 answered HTTP 404: unknown", status=404)}), 3)
+    with pytest.raises(H.CheckFailed, match="port 1 to node 4 port 0$"):
+        H.check_extoll(emp(cut, peers={"nodes/4": RestError("GET nodes/4 answered HTTP 503", status=503)}), 3)
 
 
 def test_an_extoll_node_gone_or_unknown_to_the_manager_fails():
