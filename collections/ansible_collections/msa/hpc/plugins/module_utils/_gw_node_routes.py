@@ -31,13 +31,17 @@ import time
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_paths as N
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
 from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
-from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
+from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError, RestTransportError
 
 DEFAULT_STATE_DIR = "/run/msa-gw/routes"
 
 
 class RouteError(Exception):
     """The job's routes cannot be worked out or installed; the message names the gateway, node or value."""
+
+
+class AgentUnreachable(RouteError):
+    """A gateway's agent did not answer at all (powered off, down): it opened no path for a job starting now."""
 
 
 def agent_pairs(gateway, job_id, token, ca_path=None, timeout=10.0):
@@ -49,7 +53,10 @@ def agent_pairs(gateway, job_id, token, ca_path=None, timeout=10.0):
     except RestError as exc:
         if exc.status == 404:
             return []
-        raise RouteError("gateway %s: agent %s: %s" % (gateway["name"], gateway["agent"], exc)) from None
+        # no connection (refused, no route, timed out); an untrusted certificate is no such thing (not retryable)
+        unreachable = isinstance(exc, RestTransportError) and exc.retryable
+        error = AgentUnreachable if unreachable else RouteError
+        raise error("gateway %s: agent %s: %s" % (gateway["name"], gateway["agent"], exc)) from None
     pairs = rec.get("pairs") if isinstance(rec, dict) else None
     if not isinstance(pairs, list):
         raise RouteError("gateway %s answered no pairs for job %s" % (gateway["name"], job_id))
@@ -153,10 +160,13 @@ def installed(records):
     return out
 
 
-def prolog(job_id, node, opts, run=None, fetch=None, agent_job=None):
+def prolog(job_id, node, opts, run=None, fetch=None, agent_job=None, skipped=None):
     """Install the node's routes of the job; return those installed (``[(peer, via)]``: a peer an older job on
     this node already routes keeps its route). ``agent_job``: the id the agents know the job by (a heterogeneous
-    job's leader), default ``job_id``; the routes are recorded under ``job_id``."""
+    job's leader), default ``job_id``; the routes are recorded under ``job_id``. A gateway whose agent does not
+    answer at all is taken to serve no pair of the job (appended to ``skipped`` with why): the controller's prolog
+    opened the job's paths on live gateways just before, and a powered-off gateway must not fail every job's
+    start; any answer that is an error still fails the prolog."""
     run, fetch = run or subprocess.run, fetch or agent_pairs
     gateways, settings = P.load_pool_file(opts.pool_file)
     gateways = [g.as_dict() for g in gateways]
@@ -167,8 +177,15 @@ def prolog(job_id, node, opts, run=None, fetch=None, agent_job=None):
     if opts.token_file:
         with open(opts.token_file, "r", encoding="utf-8") as fh:
             token = fh.read().strip() or None
-    pairs = {g["name"]: check_pairs(g, fetch(g, agent_job or job_id, token, opts.ca_file or None), nodes)
-             for g in gateways}
+    pairs = {}
+    for gateway in gateways:
+        try:
+            answer = fetch(gateway, agent_job or job_id, token, opts.ca_file or None)
+        except AgentUnreachable as exc:
+            if skipped is not None:
+                skipped.append(str(exc))
+            answer = []
+        pairs[gateway["name"]] = check_pairs(gateway, answer, nodes)
     own, routes = plan(node, nodes, gateways, pairs)
     if not routes:
         return []
@@ -248,8 +265,12 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-gw-route
         else:
             node = env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
             het = env.get("SLURM_HET_JOB_ID")
-            done = prolog(job_id, node, opts, agent_job=S.check_job_id(het, "SLURM_HET_JOB_ID") if het else None)
+            skipped = []
+            done = prolog(job_id, node, opts, agent_job=S.check_job_id(het, "SLURM_HET_JOB_ID") if het else None,
+                          skipped=skipped)
             verb = "installed"
+            for why in skipped:
+                err.write("psgw routes prolog: job %s: no answer, taken to serve no pair: %s\n" % (job_id, why))
         if done:
             out.write("psgw routes: job %s: %s %s\n" % (job_id, verb, ", ".join("%s via %s" % r for r in done)))
         return 0

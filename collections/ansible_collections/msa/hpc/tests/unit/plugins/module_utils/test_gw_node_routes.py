@@ -177,3 +177,36 @@ def test_a_route_helper_hands_a_shared_route_over_by_removing_then_adding(opts, 
     assert ip.calls == [[opts.route_helper, "del", "10.1.0.20", "10.2.0.201", "10.2.0.40"],
                         [opts.route_helper, "add", "10.1.0.20", "10.2.0.202", "10.2.0.40"]]
     assert "10.1.0.20 handed over from 10.2.0.201 to 10.2.0.202" in out.getvalue()
+
+
+def test_a_gateway_whose_agent_does_not_answer_serves_no_pair_and_fails_no_job(opts, monkeypatch):
+    from ansible_collections.msa.hpc.plugins.module_utils._rest import NotDoneError, RestError
+
+    def get(gw, job_id, token, ca):
+        if gw["name"] == "gw02":   # powered off: nothing listens at its agent's address
+            raise NR.AgentUnreachable("gateway gw02: agent https://gw02:7433: cannot connect (No route to host)")
+        return PAIRS["gw01"]
+    skipped, ip = [], Ip()
+    assert NR.prolog("42", "cm01", opts, run=ip, fetch=get, skipped=skipped) == [("10.2.0.40", "10.1.0.201")]
+    assert skipped == ["gateway gw02: agent https://gw02:7433: cannot connect (No route to host)"]
+
+    class Client:
+        def __init__(self, error):
+            self.error = error
+
+        def __call__(self, *_a, **_kw):
+            return self
+
+        def request(self, *_a, **_kw):
+            raise self.error
+    gw = POOL["gateways"][1]
+    monkeypatch.setattr(NR, "RestClient", Client(NotDoneError("cannot connect to gw02:7433 (refused)")))
+    with pytest.raises(NR.AgentUnreachable):
+        NR.agent_pairs(gw, "42", None)
+    # an untrusted certificate or an HTTP error is no silence: the prolog fails on it
+    for error in (NotDoneError("the TLS certificate of gw02:7433 is not trusted", retryable=False),
+                  RestError("GET /v1/jobs/42 answered HTTP 500", status=500)):
+        monkeypatch.setattr(NR, "RestClient", Client(error))
+        with pytest.raises(NR.RouteError) as exc:
+            NR.agent_pairs(gw, "42", None)
+        assert not isinstance(exc.value, NR.AgentUnreachable)
