@@ -67,8 +67,15 @@ def summary(values):
                                                           len(values))
 
 
-def main():
+def system_inventory(system):
+    """The running system's inventory (example site); ssh() then trusts that system's recorded host keys."""
     global KNOWN_HOSTS  # noqa: PLW0603 - one system per run, read by every ssh() call
+    KNOWN_HOSTS = os.path.join(BUNDLE, ".cache", system, "known_hosts")
+    return ansible_inventory("-i", "common.yml", "-i", "inventories/systems/%s" % system,
+                             "-i", "inventories/sites/example", "--list")
+
+
+def main():
     parser = argparse.ArgumentParser(description="udocker containers on a live simulated system: import, creation, overhead")
     parser.add_argument("--system", default=os.environ.get("MSA_BENCH_SYSTEM"))
     parser.add_argument("--repeat", type=int, default=5)
@@ -76,10 +83,8 @@ def main():
     if not args.system:
         print("bench_containers: set MSA_BENCH_SYSTEM=<system> (a system brought up with make sim-up site); skipped")
         return 0
-    inv = ansible_inventory("-i", "common.yml", "-i", "inventories/systems/%s" % args.system,
-                            "-i", "inventories/sites/example", "--list")
+    inv = system_inventory(args.system)
     hostvars = inv["_meta"]["hostvars"]
-    KNOWN_HOSTS = os.path.join(BUNDLE, ".cache", args.system, "known_hosts")
     mgmt = hostvars[inv["slurm_controller"]["hosts"][0] if "hosts" in inv.get("slurm_controller", {})
                     else inv["msa_management"]["hosts"][0]]
     esb = inv["esb"]["hosts"][0]

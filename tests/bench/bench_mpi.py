@@ -30,7 +30,6 @@ import _bench_paths  # noqa: F401  (the checkout's collection, stand-ins and tes
 
 import bench_containers  # noqa: E402
 from bench_containers import say, ssh  # noqa: E402
-from tests.helpers import ansible_inventory  # noqa: E402
 
 USER, UID = "benchmpi", 5141
 HOME = "/home/%s" % USER
@@ -64,10 +63,8 @@ def main():
     if not args.system:
         print("bench_mpi: set MSA_BENCH_SYSTEM=<system> (a system brought up with make sim-up site); skipped")
         return 0
-    inv = ansible_inventory("-i", "common.yml", "-i", "inventories/systems/%s" % args.system,
-                            "-i", "inventories/sites/example", "--list")
+    inv = bench_containers.system_inventory(args.system)
     hostvars = inv["_meta"]["hostvars"]
-    bench_containers.KNOWN_HOSTS = os.path.join(_bench_paths.BUNDLE, ".cache", args.system, "known_hosts")
     controller = inv["msa_management"]["hosts"][0]
     cm, esb = sorted(inv["cm"]["hosts"])[:2], sorted(inv["esb"]["hosts"])[:2]
     fabrics = hostvars[controller]["msa_fabrics"]

@@ -519,24 +519,19 @@ def main(argv=None):
         ap.error("--tls-cert and --tls-key go together")
     if not (args.tls_cert or args.insecure_no_auth):
         ap.error("--tls-cert and --tls-key are required: the API would be plain HTTP (--insecure-no-auth: tests only)")
-    fabrics = []
-    for item in args.fabric:
-        name, sep, addr = item.partition("=")
-        if not sep or not name or not addr:
-            ap.error("--fabric %r is not NAME=ADDR" % item)
-        fabrics.append((name, addr))
-    ports = {}
-    for item in args.fabric_ports:
-        name, sep, prefix = item.partition("=")
-        if not sep or name not in dict(fabrics) or not prefix:
-            ap.error("--fabric-ports %r is not NAME=PREFIX of a --fabric" % item)
-        ports[name] = prefix
-    networks = {}
-    for item in args.forward_network:
-        name, sep, cidr = item.partition("=")
-        if not sep or name not in dict(fabrics) or not cidr:
-            ap.error("--forward-network %r is not NAME=CIDR of a --fabric" % item)
-        networks[name] = cidr
+    def pairs(items, option, value, names=None):
+        """``[(NAME, VALUE)]`` of the option's NAME=VALUE items; NAME one of ``names`` when given."""
+        out = []
+        for item in items:
+            name, sep, text = item.partition("=")
+            if not sep or not name or not text or (names is not None and name not in names):
+                ap.error("%s %r is not NAME=%s%s" % (option, item, value, "" if names is None else " of a --fabric"))
+            out.append((name, text))
+        return out
+
+    fabrics = pairs(args.fabric, "--fabric", "ADDR")
+    ports = dict(pairs(args.fabric_ports, "--fabric-ports", "PREFIX", dict(fabrics)))
+    networks = dict(pairs(args.forward_network, "--forward-network", "CIDR", dict(fabrics)))
     if args.tunnel != "none" and not networks:
         ap.error("--tunnel %s needs --forward-network" % args.tunnel)
     if networks and (len(fabrics) != 2 or set(networks) != set(dict(fabrics))):
