@@ -59,11 +59,14 @@ if ! podman image exists "$BASE"; then
   tar -C "$root" -c . | podman import - "$BASE" >/dev/null
   rm -rf "$root"
 fi
-# the SPANK plugin's source (a build context of its own) is part of the image: its change rebuilds it
+# the SPANK plugin's source and the Slurm patches (build contexts of their own) are part of the image: a change
+# rebuilds it
 SPANK=collections/ansible_collections/msa/hpc/roles/slurm/files/spank
-sum=$(cat image/Containerfile "$SPANK"/spank_msa.c "$SPANK"/msa_opts.c "$SPANK"/msa_opts.h | sha256sum | cut -c1-16)
+PATCHES=collections/ansible_collections/msa/hpc/roles/slurm/files/patches
+sum=$(cat image/Containerfile "$SPANK"/spank_msa.c "$SPANK"/msa_opts.c "$SPANK"/msa_opts.h "$PATCHES"/*.patch \
+  | sha256sum | cut -c1-16)
 if [ "$(podman image inspect -f '{{ index .Labels "msa.hpc.containerfile" }}' "$IMAGE" 2>/dev/null)" != "$sum" ]; then
-  podman build -q --label "msa.hpc.containerfile=$sum" --build-context spanksrc="$SPANK" -t "$IMAGE" \
-    -f image/Containerfile image >/dev/null
+  podman build -q --label "msa.hpc.containerfile=$sum" --build-context spanksrc="$SPANK" \
+    --build-context slurmpatches="$PATCHES" -t "$IMAGE" -f image/Containerfile image >/dev/null
 fi
 step "setup done"

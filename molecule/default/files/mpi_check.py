@@ -13,6 +13,8 @@ task. Every rank prints one line `RESULT {json}`:
   gce: with --gce, msa_gce's allreduce of the vector's first 1000 values (its path: gce or the software fallback)
        equal to MPI's Allreduce of them
 
+After it, each rank leaves MPI (MPI_Finalize) and prints `FINALIZED {"rank", "host", "time"}`.
+
 The verify playbook compares the results across ranks; nothing here decides what the counters on the gateways say.
 """
 import argparse
@@ -103,6 +105,9 @@ def main():
         gce.close()
     comm.Barrier()
     print("RESULT " + json.dumps(out, sort_keys=True), flush=True)
+    # left explicitly (not at the interpreter's exit): a rank that does not come out of MPI_Finalize is named
+    MPI.Finalize()
+    print("FINALIZED " + json.dumps({"rank": rank, "host": host, "time": round(time.time(), 3)}), flush=True)
     return 0
 
 
