@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import GROUPS, HOSTVARS, Node
@@ -56,7 +57,9 @@ def test_every_link_of_the_topology_is_an_up_veth_port(extoll_host, topology):
     topo, ids, _, _ = topology
     expected = {"ext%d" % port for port in topo.adjacency()[ids[extoll_host.name]]}
     links = json.loads(extoll_host.host.check_output("ip -j -d link show"))
-    ports = {link["ifname"].split("@")[0]: link for link in links if link["ifname"].startswith("ext")}
+    # the torus ports ext<port>; not extoll0 (and its veth peer extoll0p), which holds the node's EXTOLL address
+    ports = {name: link for link in links
+             for name in [link["ifname"].split("@")[0]] if re.fullmatch(r"ext[0-9]+", name)}
     assert set(ports) == expected
     for name, link in ports.items():
         assert link["linkinfo"]["info_kind"] == "veth" and "UP" in link["flags"], (extoll_host.name, name)
