@@ -215,12 +215,14 @@ def test_broker_outage_drops_the_oldest_readings_and_reports_the_loss(system):
     wait_for(lambda: (last_value(agent, "/msa/cm/n01/pusher/dropped") or 0) > 0, 20, "the drop counter sensor")
     wait_for(lambda: agent.store.last("/msa/cm/n01/t/s0")[0] > stopped_at + 10 ** 9, 20, "readings to resume")
     dropped = last_value(agent, "/msa/cm/n01/pusher/dropped")
+    stored = sum(agent.store.count("/msa/cm/n01/t/s%d" % i) for i in range(5))
+    stored += agent.store.count("/msa/cm/n01/load/load1")
+    # the status file is a snapshot written every statusInterval: compare the store with one written after counting
+    counted_at = time.time()
+    wait_for(lambda: json.loads(status_file.read_text())["ts"] > counted_at, what="a status written after the count")
     final = json.loads(status_file.read_text())
     assert final["connected"] is True and final["dropped"] >= dropped > 0
     # nothing is silently lost: every stored reading was published, every published one was produced and not dropped
-    stored = sum(agent.store.count("/msa/cm/n01/t/s%d" % i) for i in range(5))
-    stored += agent.store.count("/msa/cm/n01/load/load1")
-    final = json.loads(status_file.read_text())
     assert 0 < final["published"] <= final["produced"] - final["dropped"]
     assert stored <= final["produced"] - final["dropped"]
 
