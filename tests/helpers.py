@@ -110,3 +110,41 @@ class FakeNft:
 
     def rules(self):
         return [line for line in self.scripts[-1].splitlines() if line.startswith("add rule")]
+
+
+# scontrol stand-in: reservations live in <dir>/res.json ({name: "lic:n,..."}), `show licenses` prints the licences
+# given, every call is logged to <dir>/scontrol.log
+SCONTROL = r'''#!%(python)s
+import json, os, sys
+state, log, licenses = %(state)r, %(log)r, %(licenses)r
+args = sys.argv[1:]
+with open(log, "a") as fh:
+    fh.write(" ".join(args) + "\n")
+res = json.load(open(state)) if os.path.exists(state) else {}
+if args[:3] == ["-o", "show", "reservation"]:
+    if args[3] not in res:
+        print("Reservation %%s not found" %% args[3])
+        sys.exit(1)
+    print("ReservationName=%%s StartTime=now EndTime=Unknown Flags=ANY_NODES Users=root Licenses=%%s State=ACTIVE"
+          %% (args[3], res[args[3]]))
+elif args[:3] == ["-o", "show", "licenses"]:
+    for name, total in licenses.items():
+        print("LicenseName=%%s Total=%%d Used=0 Free=%%d Reserved=0 Remote=no" %% (name, total, total))
+else:
+    opts = dict(a.split("=", 1) for a in args[1:])
+    name = opts["reservation"]
+    if args[0] == "delete":
+        del res[name]
+    else:
+        res[name] = opts["licenses"]
+    json.dump(res, open(state, "w"))
+'''
+
+
+def fake_scontrol(directory, licenses=None):
+    """An executable scontrol stand-in in ``directory`` (see SCONTROL); ``licenses`` is {name: total}."""
+    path = Path(directory) / "scontrol"
+    path.write_text(SCONTROL % {"python": sys.executable, "state": str(Path(directory) / "res.json"),
+                                "log": str(Path(directory) / "scontrol.log"), "licenses": dict(licenses or {})})
+    path.chmod(0o755)
+    return path

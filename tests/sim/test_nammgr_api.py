@@ -19,7 +19,8 @@ from msa_sim.nammgr import config
 from msa_sim.nammgr.__main__ import open_store
 from msa_sim.nammgr.api import Manager, Server
 from msa_sim.nammgr.auth import Authenticator, hash_password
-from tests.helpers import squeue_json
+from ansible_collections.msa.hpc.plugins.module_utils import _nam_hooks as H
+from tests.helpers import fake_scontrol, squeue_json
 
 ME = pwd.getpwuid(os.getuid())
 
@@ -295,3 +296,38 @@ def test_concurrent_clients_never_get_overlapping_segments(manager):
     spans = sorted((a["offset"], a["offset"] + a["size"]) for a in answers)
     assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:]))
     assert call(manager, "GET", "/nam/admin/check", user="slurm")[1] == {"ok": True, "problems": []}
+
+
+def nam_health(tmp_path, url):
+    """One run of msa-nam-hook health against ``url`` with an scontrol stand-in that knows nam:64 and gce:1."""
+    scontrol = tmp_path / "scontrol"
+    if not scontrol.exists():
+        fake_scontrol(tmp_path, {"gateway": 2, "nam": 64, "gce": 1})
+    (tmp_path / "client.conf").write_text("url=%s\n" % url)
+    out, err = io.StringIO(), io.StringIO()
+    code = H.main(["health", "--conf", str(tmp_path / "client.conf"), "--scontrol", str(scontrol),
+                   "--health-timeout", "2"], env={}, out=out, err=err)
+    state = tmp_path / "res.json"
+    held = json.loads(state.read_text()).get(H.RESERVATION) if state.exists() else None
+    return code, out.getvalue() + err.getvalue(), held
+
+
+def test_health_holds_every_nam_and_gce_licence_while_the_manager_is_down_and_frees_them_when_it_answers(
+        manager, tmp_path):
+    assert nam_health(tmp_path, manager) == (0, "", None)
+    code, said, held = nam_health(tmp_path, "http://127.0.0.1:9")  # nothing listens on the discard port
+    assert code == 0 and held == "gce:1,nam:64"  # the gateways' licences are not the manager's
+    assert said.startswith("nam health: the NAM/GCE manager is down (") and "msa_nam_down holds gce:1,nam:64" in said
+    assert nam_health(tmp_path, "http://127.0.0.1:9") == (0, "", "gce:1,nam:64")  # no change, nothing said
+    assert "update" not in (tmp_path / "scontrol.log").read_text()
+    code, said, held = nam_health(tmp_path, manager)
+    assert (code, held) == (0, None) and "reservation msa_nam_down removed" in said
+
+
+def test_health_fails_naming_scontrol_when_it_cannot_hold_the_licences(tmp_path):
+    (tmp_path / "scontrol").write_text("#!/bin/sh\necho 'slurm_load_licenses error: Unable to contact slurm "
+                                       "controller' >&2\nexit 1\n")
+    (tmp_path / "scontrol").chmod(0o755)
+    code, said, held = nam_health(tmp_path, "http://127.0.0.1:9")
+    assert code == 1 and held is None
+    assert said.startswith("nam health: ") and "show licenses: slurm_load_licenses error" in said

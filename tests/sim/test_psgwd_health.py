@@ -8,7 +8,6 @@ import json
 import os
 import pathlib
 import pwd
-import sys
 import threading
 import types
 
@@ -17,37 +16,10 @@ import pytest
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
 from msa_sim.psgwd import slurm
 from msa_sim.psgwd.agent import Agent, AgentServer
-from tests.helpers import interfaces_up, squeue_json
+from tests.helpers import fake_scontrol, interfaces_up, squeue_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEAD = "http://127.0.0.1:9"  # discard port: nothing listens
-
-# scontrol stand-in: `show job` prints the recorded job, reservations live in a JSON file, every call is logged
-SCONTROL = r'''#!%(python)s
-import json, os, sys
-state, log, job = %(state)r, %(log)r, %(job)r
-args = sys.argv[1:]
-with open(log, "a") as fh:
-    fh.write(" ".join(args) + "\n")
-res = json.load(open(state)) if os.path.exists(state) else {}
-if args[:2] == ["show", "job"]:  # not asked any more: the hooks read squeue --json
-    sys.stdout.write(open(job).read())
-elif args[:3] == ["-o", "show", "reservation"]:
-    if args[3] not in res:
-        print("Reservation %%s not found" %% args[3])
-        sys.exit(1)
-    print("ReservationName=%%s StartTime=now EndTime=Unknown Flags=ANY_NODES Users=root Licenses=%%s State=ACTIVE"
-          %% (args[3], res[args[3]]))
-else:
-    opts = dict(a.split("=", 1) for a in args[1:])
-    name = opts["reservation"]
-    if args[0] == "delete":
-        del res[name]
-    else:
-        res[name] = opts["licenses"]
-    json.dump(res, open(state, "w"))
-'''
-
 
 def job_record(workdir, licenses):
     common = {"user_name": pwd.getpwuid(os.getuid()).pw_name, "user_id": os.getuid(), "group_id": os.getgid(),
@@ -73,10 +45,7 @@ def site(tmp_path, monkeypatch):
     (tmp_path / "token").write_text("tok\n")
     job = tmp_path / "job.txt"
     job.write_text(job_record(workdir, "gateway:1"))
-    scontrol = tmp_path / "scontrol"
-    scontrol.write_text(SCONTROL % {"python": sys.executable, "state": str(tmp_path / "res.json"),
-                                    "log": str(tmp_path / "scontrol.log"), "job": str(job)})
-    scontrol.chmod(0o755)
+    scontrol = fake_scontrol(tmp_path)
     squeue = tmp_path / "squeue"
     squeue.write_text("#!/bin/sh\ncat %s\n" % job)
     squeue.chmod(0o755)

@@ -21,8 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import subprocess
 import sys
 import time
 
@@ -31,13 +29,13 @@ from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
 from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+from ansible_collections.msa.hpc.plugins.module_utils import _slurm_resv as V
 from ansible_collections.msa.hpc.plugins.module_utils import _userfile as U
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
 
 REQUEUE = 1  # exit status that makes slurmctld requeue (batch) or cancel (interactive) the job
 RESERVATION = "msa_gw_down"  # license-only reservation holding the licences of gateways no job may be given
 HEALTH_TIMEOUT = 3.0
-_RESERVATION_LICENSES = re.compile(r"(?:^|\s)Licenses=(\S*)")
 
 
 class PrologError(Exception):
@@ -126,45 +124,6 @@ def read_token(path):
 
 # --------------------------------------------------------------------------- Slurm's view of the live gateways
 
-def _scontrol(scontrol, *args):
-    try:
-        proc = subprocess.run([scontrol] + list(args), capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise PrologError("%s %s failed: %s" % (scontrol, " ".join(args), exc)) from None
-    return proc.returncode, (proc.stdout + proc.stderr).strip()
-
-
-def reserved_licenses(scontrol, name, license_name):
-    """Licences ``license_name`` held by reservation ``name``; None when there is no such reservation."""
-    code, out = _scontrol(scontrol, "-o", "show", "reservation", name)
-    if code != 0 or "ReservationName=%s " % name not in out + " ":
-        return None
-    m = _RESERVATION_LICENSES.search(out)
-    try:
-        return S.parse_licenses(m.group(1) if m else "").get(license_name, 0)
-    except S.JobRecordError as exc:
-        raise PrologError("reservation %s: %s" % (name, exc)) from None
-
-
-def sync_reservation(scontrol, name, license_name, count):
-    """Make reservation ``name`` hold exactly ``count`` licences (none: no reservation); return whether it changed."""
-    current = reserved_licenses(scontrol, name, license_name)
-    if (current or 0) == count:
-        return False
-    lic = "licenses=%s:%d" % (license_name, count)
-    if count == 0:
-        args = ["delete", "reservation=%s" % name]
-    elif current is None:
-        args = ["create", "reservation=%s" % name, "starttime=now", "duration=infinite", "users=root",
-                "flags=any_nodes", lic]
-    else:
-        args = ["update", "reservation=%s" % name, lic]
-    code, out = _scontrol(scontrol, *args)
-    if code != 0:
-        raise PrologError("cannot hold %d %s licences in reservation %s: %s" % (count, license_name, name, out))
-    return True
-
-
 def refresh(pool, settings, opts, out, token=None):
     """Probe the idle gateways, then hold the licences of those no job may be given; return what changed."""
     changed = pool.refresh_health(agent_probe(token, opts.health_timeout, opts.ca_file))
@@ -175,10 +134,10 @@ def refresh(pool, settings, opts, out, token=None):
     unavailable = pool.unavailable()
     if opts.reservation:
         try:
-            if sync_reservation(opts.scontrol, opts.reservation, settings["license"], len(unavailable)):
+            if V.sync_reservation(opts.scontrol, opts.reservation, {settings["license"]: len(unavailable)}):
                 out.write("psgw: reservation %s holds %d %s licences (%s)\n" % (
                     opts.reservation, len(unavailable), settings["license"], " ".join(unavailable) or "none"))
-        except PrologError as exc:
+        except V.ReservationError as exc:
             out.write("psgw: %s\n" % exc)
     return dict(changed, unavailable=unavailable)
 

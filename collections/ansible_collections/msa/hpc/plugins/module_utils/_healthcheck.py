@@ -5,10 +5,15 @@
 slurmd runs the program (msa-hpc-healthcheck, role msa.hpc.slurm_healthcheck) as root on the node every
 HealthCheckInterval seconds. The checks come from the node's configuration file, generated from the inventory for
 each module: munge works, the file systems are mounted, the listed services (the DCDB Pusher, ...) are active, the
-EXTOLL fabric manager sees every cabled link of the node up, the gateway agent reports both its fabrics up, the
-NAM/GCE manager answers. A failing check drains the node with a reason that starts with REASON_PREFIX and names the
-check; a passing run resumes the node only when that prefix shows the drain was this program's own, so an
-operator's drain is never undone.
+EXTOLL fabric manager sees every cabled link of the node up, the gateway agent reports both its fabrics up. A failing
+check drains the node with a reason that starts with REASON_PREFIX and names the check; a passing run resumes the
+node only when that prefix shows the drain was this program's own, so an operator's drain is never undone.
+
+A central service that does not answer at all is not a fault of the node: when the fabric manager cannot be
+reached, the EXTOLL check is unknown, and the node is neither drained nor resumed for it (the manager's own
+monitoring reports the outage; the links keep their routes meanwhile). The NAM/GCE manager is not a node check
+either: while it is down, the controller's health timer holds the NAM and GCE licences (module_utils/_nam_hooks), so
+NAM and GCE jobs wait and every other job runs.
 """
 from __future__ import annotations
 
@@ -28,6 +33,10 @@ COMMANDS = {"munge": "/usr/bin/munge", "unmunge": "/usr/bin/unmunge", "systemctl
 
 class CheckFailed(Exception):
     """A check that failed; the message says what was seen (it becomes the drain reason)."""
+
+
+class CheckUnknown(Exception):
+    """A check that could not tell: the central service it asks did not answer. The node is left as it is."""
 
 
 def _run(argv, stdin=None, timeout=20):
@@ -77,12 +86,26 @@ def _int(value, what):
     return value
 
 
+def ask_service(client, path, what):
+    """``client.get(path)``; a service that does not answer at all (refused, unreachable, timed out) makes the check
+    unknown, not failed. An untrusted certificate or an HTTP error is an answer, and is raised as it is."""
+    from ansible_collections.msa.hpc.plugins.module_utils._rest import RestTransportError  # imported late, as in client()
+    try:
+        return client.get(path)
+    except RestTransportError as exc:
+        if exc.retryable:
+            raise CheckUnknown("%s does not answer: %s" % (what, exc)) from None
+        raise
+
+
 def _peer_down(client, peer_id):
     """The fabric manager says node ``peer_id`` itself is not up (powered off, gone), or no longer sees it at all
     (404: absent from the fabric it discovered): its links are down with it. Any other answer: not known to be."""
     from ansible_collections.msa.hpc.plugins.module_utils._rest import RestError  # as in client(): imported late
     try:
-        peer = client.get("nodes/%d" % peer_id)
+        peer = ask_service(client, "nodes/%d" % peer_id, "the fabric manager")
+    except CheckUnknown:
+        raise
     except RestError as exc:
         return exc.status == 404
     return isinstance(peer, dict) and peer.get("state") not in (None, "up")
@@ -92,11 +115,11 @@ def check_extoll(client, node_id):
     """The fabric manager's own view of this node: present and alive, every cabled port's link up, except a link
     whose far end the manager reports down as a node (a powered-off neighbour is that node's fault, not this one's:
     its own check, or its BMC, says so; EXTOLL routes around it)."""
-    node = client.get("nodes/%d" % node_id)
+    node = ask_service(client, "nodes/%d" % node_id, "the fabric manager")
     if not isinstance(node, dict) or node.get("state") != "up":
         state = node.get("state") if isinstance(node, dict) else node
         raise CheckFailed("EXTOLL node %d is %s per the fabric manager" % (node_id, printable(state, 40)))
-    links = client.get("nodes/%d/link" % node_id)
+    links = ask_service(client, "nodes/%d/link" % node_id, "the fabric manager")
     if not isinstance(links, list):
         raise CheckFailed("the fabric manager answered no link list for node %d" % node_id)
     down = []
@@ -128,32 +151,29 @@ def check_gateway(client):
         raise CheckFailed("gateway agent reports not ok")
 
 
-def check_manager(client, name):
-    health = client.get("health")
-    if not isinstance(health, dict) or health.get("ok") is not True:
-        raise CheckFailed("%s manager answers not ok: %s" % (name, printable(json.dumps(health), 80)))
-
-
 # ---------------------------------------------------------------------------------------------------- decision
 def run_checks(checks):
-    """[(name, callable)] -> [(name, detail)] of the failed ones, each check run even when an earlier one failed."""
-    failed = []
+    """[(name, callable)] -> ([(name, detail)] of the failed ones, [(name, detail)] of the unknown ones), each check
+    run even when an earlier one failed."""
+    failed, unknown = [], []
     for name, func in checks:
         try:
             func()
         except CheckFailed as exc:
             failed.append((name, str(exc)))
-        except Exception as exc:  # a check that cannot run (service unreachable, TLS) is a failed check, said so
+        except CheckUnknown as exc:
+            unknown.append((name, str(exc)))
+        except Exception as exc:  # a check that cannot run (TLS, a bad answer) is a failed check, said so
             failed.append((name, "%s: %s" % (type(exc).__name__, exc)))
-    return failed
+    return failed, unknown
 
 
-def decide(state, reason, failed):
-    """What to do with a node in Slurm ``state`` with drain ``reason``, given the failed checks.
+def decide(state, reason, failed, unknown=()):
+    """What to do with a node in Slurm ``state`` with drain ``reason``, given the failed and the unknown checks.
 
     Returns ("drain", reason), ("resume", None) or (None, None). A node drained by someone else stays as it is;
     a node this program drained is drained again when the failure changed (so the reason stays true) and resumed
-    when every check passes."""
+    when every check passes. An unknown check drains nothing and resumes nothing: the node stays as it is."""
     ours = (reason or "").startswith(REASON_PREFIX)
     drained = "DRAIN" in (state or "").upper()
     if failed:
@@ -161,7 +181,7 @@ def decide(state, reason, failed):
         if drained and (not ours or reason == text):
             return None, None
         return "drain", text
-    if drained and ours:
+    if drained and ours and not unknown:
         return "resume", None
     return None, None
 
@@ -196,8 +216,7 @@ def apply(node, action, reason, run=_run):
 
 # ---------------------------------------------------------------------------------------------------- wiring
 def checks_from_config(config, clients, run=_run, ismount=os.path.ismount):
-    """The node's checks from its configuration; ``clients`` maps "extoll", "gateway" and each manager's name to
-    its REST client."""
+    """The node's checks from its configuration; ``clients`` maps "extoll" and "gateway" to their REST clients."""
     checks = [("munge", lambda: check_munge(run=run))]
     if config.get("mounts"):
         checks.append(("mounts", lambda: check_mounts(config["mounts"], ismount)))
@@ -207,8 +226,6 @@ def checks_from_config(config, clients, run=_run, ismount=os.path.ismount):
         checks.append(("extoll", lambda: check_extoll(clients["extoll"], config["extoll"]["node_id"])))
     if "gateway" in clients:
         checks.append(("gateway", lambda: check_gateway(clients["gateway"])))
-    for name in sorted(config.get("managers") or {}):
-        checks.append((name, lambda n=name: check_manager(clients[n], n)))
     return checks
 
 
@@ -227,7 +244,7 @@ def validate_config(config):
         raise ValueError("mounts: %r holds a path that is not absolute" % (config["mounts"],))
     if any(s.startswith("-") for s in config.get("services", [])):
         raise ValueError("services: %r holds a name that starts with '-'" % (config["services"],))
-    apis = dict(config.get("managers") or {})
+    apis = {}
     for key in ("extoll", "gateway"):
         if config.get(key) is not None:
             apis[key] = config[key]
@@ -270,15 +287,17 @@ def main(argv=None, make_client=default_client, run=_run, ismount=os.path.ismoun
                 clients[name] = make_client(spec)
             except Exception as exc:  # a token file or CA that cannot be read is this check's failure
                 clients[name] = _Broken("%s: %s" % (type(exc).__name__, exc))
-        failed = run_checks(checks_from_config(config, clients, run, ismount))
+        failed, unknown = run_checks(checks_from_config(config, clients, run, ismount))
         state, reason = node_state(config["node"], run)
-        action, text = decide(state, reason, failed)
+        action, text = decide(state, reason, failed, unknown)
         apply(config["node"], action, text, run)
     except (OSError, ValueError, CheckFailed) as exc:
         err.write("msa-hpc-healthcheck: %s: %s\n" % (path, exc))
         return 1
     for name, detail in failed:
         err.write("msa-hpc-healthcheck: %s: %s\n" % (name, detail))
+    for name, detail in unknown:
+        err.write("msa-hpc-healthcheck: %s: unknown, the node is left as it is: %s\n" % (name, detail))
     if action:
         err.write("msa-hpc-healthcheck: %s %s%s\n" % (action, config["node"], (": " + text) if text else ""))
     return 0

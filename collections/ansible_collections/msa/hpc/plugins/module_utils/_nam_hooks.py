@@ -11,6 +11,12 @@ the client library (msa_nam, msa_gce) reaches the owner's allocations and commun
 one line to ``JOB-<id>-nam.err`` in the job's working directory (as the job's user) and exits 1, so slurmctld
 requeues a batch job. The epilog frees the job's volatile NAM allocations, keeps its non-volatile ones for the
 owner's next job, releases its GCE communicators, removes the token file, and always exits 0.
+
+``health`` (a timer on the controller runs it every few seconds) asks the manager's ``GET /health``. While the
+manager does not answer ok, the licence-only reservation ``msa_nam_down`` holds every ``nam`` and ``gce`` licence
+the cluster has (module_utils/_slurm_resv), so a NAM or GCE job waits (``Reason=Licenses``) instead of failing in
+this prolog, and every other job runs; the reservation is removed when the manager answers again. The compute
+nodes are not drained for it: a central service being down is not a fault of theirs.
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ import sys
 
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
 from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+from ansible_collections.msa.hpc.plugins.module_utils import _slurm_resv as V
 from ansible_collections.msa.hpc.plugins.module_utils import _userfile as U
 from ansible_collections.msa.hpc.plugins.module_utils._gce import GceService
 from ansible_collections.msa.hpc.plugins.module_utils._nam import ManagerError, NamService
@@ -32,6 +39,8 @@ REQUEUE = 1
 SERVICE_ERRORS = (ManagerError, RestError)
 DEFAULT_CONF = "/etc/nam-manager/client.conf"
 TOKEN_FILE = ".msa-nam-%s.token"
+RESERVATION = "msa_nam_down"  # licence-only reservation holding the NAM and GCE licences while the manager is down
+HEALTH_TIMEOUT = 5.0
 
 
 def token_path(leader):
@@ -196,15 +205,50 @@ def remove_token(env, job_id, opts, out):
         out.write("nam epilog: job %s: token file not removed: %s\n" % (job_id, exc))
 
 
+def manager_down(client):
+    """Why the manager cannot serve a job now (it does not answer, or answers not ok); None when it can."""
+    try:
+        answer = client.get("health")
+    except RestError as exc:
+        return str(exc)
+    if not isinstance(answer, dict) or answer.get("ok") is not True:
+        return "GET /health answered %s" % str(answer)[:200]
+    return None
+
+
+def health(env, opts, out, client_factory=make_client):
+    """Hold every NAM and GCE licence in ``opts.reservation`` while the manager is down, none once it answers."""
+    why = manager_down(client_factory(opts.conf, timeout=opts.health_timeout, retries=1))
+    held = {}
+    if why is not None:
+        totals = V.license_totals(opts.scontrol)
+        held = {lic: totals[lic] for lic in (opts.license, opts.gce_license) if totals.get(lic)}
+    if V.sync_reservation(opts.scontrol, opts.reservation, held):
+        if why is None:
+            out.write("nam health: the NAM/GCE manager answers: reservation %s removed, NAM and GCE jobs may "
+                      "start\n" % opts.reservation)
+        else:
+            out.write("nam health: the NAM/GCE manager is down (%s): reservation %s holds %s, NAM and GCE jobs "
+                      "wait\n" % (why, opts.reservation,
+                                   ",".join("%s:%d" % item for item in sorted(held.items())) or "no licence"))
+    return 0
+
+
 def parser(prog="msa-nam-hook"):
     ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("action", choices=("prolog", "epilog"))
+    ap.add_argument("action", choices=("prolog", "epilog", "health"))
     ap.add_argument("--conf", default=DEFAULT_CONF, help="client key=value file (url, user, password or token)")
     ap.add_argument("--license", default=LICENSE_NAM, help="licence counting the job's NAM in GiB")
     ap.add_argument("--gce-license", default=LICENSE_GCE, help="licence a job needs for the GCE")
     ap.add_argument("--squeue", default="squeue", help="squeue (the job, read with --json)")
     ap.add_argument("--user-helper", default=U.USER_FILE_HELPER,
                     help="run through sudo to write a job's error file as its user when the hooks are not root")
+    ap.add_argument("--scontrol", default="scontrol", help="scontrol (health: the licences and the reservation)")
+    ap.add_argument("--reservation", default=RESERVATION,
+                    help="health: the licence-only reservation that holds the NAM and GCE licences while the manager "
+                         "is down")
+    ap.add_argument("--health-timeout", type=float, default=HEALTH_TIMEOUT,
+                    help="health: seconds the manager may take to answer")
     return ap
 
 
@@ -212,7 +256,7 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-nam-hook
     """Run one action; every failure is one line on ``err`` and an exit status, never a traceback."""
     env = os.environ if env is None else env
     opts = parser(prog).parse_args(argv)
-    action = {"prolog": prolog, "epilog": epilog}[opts.action]
+    action = {"prolog": prolog, "epilog": epilog, "health": health}[opts.action]
     return S.run_hook("nam", opts.action, lambda: action(env, opts, out, client_factory),
-                      REQUEUE if opts.action == "prolog" else 0, env.get("SLURM_JOB_ID"), err,
-                      (HookError, S.JobRecordError, U.UserFileError, OSError, ValueError))
+                      0 if opts.action == "epilog" else REQUEUE, env.get("SLURM_JOB_ID"), err,
+                      (HookError, S.JobRecordError, U.UserFileError, V.ReservationError, OSError, ValueError))

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from ansible_collections.msa.hpc.plugins.module_utils import _healthcheck as H
-from ansible_collections.msa.hpc.plugins.module_utils._rest import NotDoneError, RestError
+from ansible_collections.msa.hpc.plugins.module_utils._rest import NotDoneError, OutcomeUnknownError, RestError
 
 
 def done(stdout="", returncode=0, stderr=""):
@@ -97,8 +97,8 @@ def test_an_extoll_node_gone_or_unknown_to_the_manager_fails():
     with pytest.raises(H.CheckFailed, match="EXTOLL node 3 is gone per the fabric manager"):
         H.check_extoll(emp(node=dict(NODE3, state="gone")), 3)
     unknown = FakeClient({"nodes/3": RestError("GET nodes/3 answered HTTP 404: node 3 is unknown", status=404)})
-    assert H.run_checks([("extoll", lambda: H.check_extoll(unknown, 3))]) == [
-        ("extoll", "RestError: GET nodes/3 answered HTTP 404: node 3 is unknown")]
+    assert H.run_checks([("extoll", lambda: H.check_extoll(unknown, 3))]) == ([
+        ("extoll", "RestError: GET nodes/3 answered HTTP 404: node 3 is unknown")], [])
 
 
 def test_an_extoll_answer_that_is_not_numbers_is_refused():
@@ -120,12 +120,19 @@ def test_a_gateway_needs_its_agent_and_both_fabric_links():
         H.check_gateway(FakeClient({"v1/health": {"ok": True, "fabrics": {"ib": "10.1.0.1", "extoll": "10.2.0.1"}}}))
 
 
-def test_a_manager_that_does_not_answer_fails_naming_it():
-    refused = FakeClient({"health": NotDoneError("GET health: connection refused")})
-    assert H.run_checks([("nam-gce", lambda: H.check_manager(refused, "NAM/GCE"))]) == [
-        ("nam-gce", "NotDoneError: GET health: connection refused")]
-    with pytest.raises(H.CheckFailed, match="NAM/GCE manager answers not ok"):
-        H.check_manager(FakeClient({"health": {"ok": False}}), "NAM/GCE")
+def test_a_fabric_manager_that_does_not_answer_makes_the_extoll_check_unknown_not_failed():
+    refused = NotDoneError("GET nodes/3: cannot connect to 10.22.0.10:9000 (ConnectionRefusedError)")
+    assert H.run_checks([("extoll", lambda: H.check_extoll(FakeClient({"nodes/3": refused}), 3))]) == ([], [
+        ("extoll", "the fabric manager does not answer: GET nodes/3: cannot connect to 10.22.0.10:9000 "
+                   "(ConnectionRefusedError)")])
+    # the manager gone in the middle of the check (asking for a peer) is unknown too
+    cut = [LINKS3[0], dict(LINKS3[1], state="down", peer=None)]
+    lost = OutcomeUnknownError("GET nodes/4: the request was sent but the answer was lost (TimeoutError)")
+    assert H.run_checks([("extoll", lambda: H.check_extoll(emp(cut, peers={"nodes/4": lost}), 3))])[0] == []
+    # an untrusted certificate is an answer (a misconfigured node or manager): the check fails
+    untrusted = NotDoneError("GET nodes/3: the TLS certificate of 10.22.0.10:9000 is not trusted", retryable=False)
+    assert H.run_checks([("extoll", lambda: H.check_extoll(FakeClient({"nodes/3": untrusted}), 3))]) == ([
+        ("extoll", "NotDoneError: GET nodes/3: the TLS certificate of 10.22.0.10:9000 is not trusted")], [])
 
 
 def test_every_check_runs_and_a_check_that_crashes_is_a_failure():
@@ -134,8 +141,8 @@ def test_every_check_runs_and_a_check_that_crashes_is_a_failure():
 
     def bad():
         raise H.CheckFailed("not mounted: /home")
-    failed = H.run_checks([("mounts", bad), ("gateway", boom), ("munge", lambda: None)])
-    assert failed == [("mounts", "not mounted: /home"), ("gateway", "KeyError: 'fabrics'")]
+    failed, unknown = H.run_checks([("mounts", bad), ("gateway", boom), ("munge", lambda: None)])
+    assert failed == [("mounts", "not mounted: /home"), ("gateway", "KeyError: 'fabrics'")] and unknown == []
 
 
 @pytest.mark.parametrize("state, reason, failed, expected", [
@@ -150,6 +157,18 @@ def test_every_check_runs_and_a_check_that_crashes_is_a_failure():
 ])
 def test_decide_drains_on_failure_and_resumes_only_its_own_drains(state, reason, failed, expected):
     assert H.decide(state, reason, failed) == expected
+
+
+UNKNOWN = [("extoll", "the fabric manager does not answer: refused")]
+
+
+@pytest.mark.parametrize("state, reason, failed, expected", [
+    ("IDLE", "", [], (None, None)),                                          # not drained for an unknown check
+    ("IDLE+DRAIN", "msa-health: extoll: link down", [], (None, None)),       # nor resumed: it cannot tell
+    ("IDLE", "", [("munge", "x")], ("drain", "msa-health: munge: x")),       # a real failure still drains
+])
+def test_an_unknown_check_neither_drains_nor_resumes(state, reason, failed, expected):
+    assert H.decide(state, reason, failed, UNKNOWN) == expected
 
 
 def test_a_long_or_unprintable_reason_is_one_short_readable_line():
@@ -171,7 +190,7 @@ def test_node_state_reads_the_state_flags_and_reason_of_sinfo_json():
     ({"node": "esb01", "mounts": ["home"]}, "mounts: .* not absolute"),
     ({"node": "esb01", "services": ["--now"]}, "services: .* starts with '-'"),
     ({"node": "esb01", "extoll": {"url": "https://m:9000", "node_id": "3"}}, "extoll.node_id: '3' is not a number"),
-    ({"node": "esb01", "managers": {"nam-gce": {}}}, "nam-gce: {} has no url"),
+    ({"node": "esb01", "gateway": {}}, "gateway: {} has no url"),
 ])
 def test_a_configuration_a_root_process_would_misuse_is_refused(config, message):
     with pytest.raises(ValueError, match=message):
@@ -205,6 +224,14 @@ def test_main_drains_a_node_whose_extoll_link_is_down(tmp_path):
                                       "reason=msa-health: extoll: EXTOLL link down per the fabric manager: "
                                       "port 1 to node 4 port 0"]
     assert "drain esb01: msa-health: extoll" in err
+
+
+def test_main_leaves_the_node_as_it_is_while_the_fabric_manager_does_not_answer(tmp_path):
+    refused = FakeClient({"nodes/3": NotDoneError("GET nodes/3: cannot connect to 10.22.0.10:9000 (refused)")})
+    for flags, reason in (((), ""), (("DRAIN",), "msa-health: extoll: x")):
+        rc, issued, err = _main(tmp_path, CONFIG, scontrol_node("esb01", "idle", flags, reason), refused)
+        assert rc == 0 and not any(a[:2] == ["scontrol", "update"] for a in issued)
+        assert "extoll: unknown, the node is left as it is: the fabric manager does not answer" in err
 
 
 def test_main_resumes_its_own_drain_once_the_link_is_back_and_leaves_an_operators(tmp_path):
