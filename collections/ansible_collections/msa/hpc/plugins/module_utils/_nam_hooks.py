@@ -228,9 +228,9 @@ def health(env, opts, out, client_factory=make_client):
             out.write("nam health: the NAM/GCE manager answers: reservation %s removed, NAM and GCE jobs may "
                       "start\n" % opts.reservation)
         else:
+            licences = ",".join("%s:%d" % item for item in sorted(held.items())) or "no licence"
             out.write("nam health: the NAM/GCE manager is down (%s): reservation %s holds %s, NAM and GCE jobs "
-                      "wait\n" % (why, opts.reservation,
-                                   ",".join("%s:%d" % item for item in sorted(held.items())) or "no licence"))
+                      "wait\n" % (why, opts.reservation, licences))
     return 0
 
 
