@@ -104,9 +104,7 @@ def _peer_down(client, peer_id):
     from ansible_collections.msa.hpc.plugins.module_utils._rest import RestError  # as in client(): imported late
     try:
         peer = ask_service(client, "nodes/%d" % peer_id, "the fabric manager")
-    except CheckUnknown:
-        raise
-    except RestError as exc:
+    except RestError as exc:  # CheckUnknown (no answer at all) is no RestError: it leaves the check unknown
         return exc.status == 404
     return isinstance(peer, dict) and peer.get("state") not in (None, "up")
 
