@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 from tests.helpers import BIN, BUNDLE
@@ -55,6 +56,8 @@ def test_a_wait_prints_what_it_awaits_and_how_long_instead_of_retrying_lines(tmp
     assert any(line.startswith("waited [localhost]: Wait until the counter reaches 3 (") for line in out.splitlines())
     assert "waited [localhost]: Wait for something that never comes (" in out
     assert "fatal: [localhost]: FAILED!" in out  # what was seen when the wait gave up is still printed
+    # the play's start, stamped for scripts/stage_times.py
+    assert re.search(r"^\[\d\d:\d\d:\d\d\] -- play Two waits$", out, re.M), out
 
 
 def test_a_long_interval_prints_one_line_per_wait(tmp_path):

@@ -9,6 +9,8 @@ type: stdout
 short_description: The default output, with readable progress lines for tasks that wait (until/retries)
 description:
   - Everything is printed as by C(ansible.builtin.default), except the retries of a task with C(until).
+  - Each play's banner is followed by a line C([HH:MM:SS] -- play <name>), so a long run's log shows when each play
+    began (C(scripts/stage_times.py) turns these lines into the time each stage and play took).
   - Instead of one red C(FAILED - RETRYING) line per attempt, a wait prints one line when it starts and one every
     O(progress_interval) seconds after, naming the host, the task (which says what is awaited), the attempt and how
     long it has waited so far. The task's own result, or its C(fail_msg), says what was seen when a wait gives up.
@@ -38,6 +40,11 @@ from ansible import constants as C
 from ansible.plugins.callback.default import CallbackModule as DefaultCallback
 
 
+def play_line(name, now=None):
+    """The line printed after a play's banner: the wall-clock time it began and its name."""
+    return "[%s] -- play %s" % (time.strftime("%H:%M:%S", time.localtime(now)), name)
+
+
 def wait_line(host, task, attempt, retries, waited):
     """The line printed for a wait: what is awaited, on which host, for how long, with how many tries left."""
     return "waiting [%s]: %s (attempt %d of %d, %ds so far)" % (host, task, attempt, retries, int(waited))
@@ -65,6 +72,10 @@ class CallbackModule(DefaultCallback):
                                             now - started), color=C.COLOR_VERBOSE)
         if self._run_is_verbose(result, verbosity=2):
             self._display.display("Result was: %s" % self._dump_results(res), color=C.COLOR_DEBUG)
+
+    def v2_playbook_on_play_start(self, play):
+        super().v2_playbook_on_play_start(play)
+        self._display.display(play_line(play.get_name().strip()), color=C.COLOR_VERBOSE)
 
     def v2_runner_on_ok(self, result, *args, **kwargs):
         self._end_wait(result)
