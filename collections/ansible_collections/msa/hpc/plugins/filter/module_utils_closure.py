@@ -58,7 +58,7 @@ def collection_imports(tree, where="<source>"):
 def module_closure(modules, root=MODULE_UTILS):
     """The files (paths relative to ``root``, sorted) of ``modules`` (dotted, relative to module_utils) and of every
     collection module_utils they import, transitively, with the ``__init__.py`` of each subpackage on the way."""
-    files, seen, todo = set(), set(), [(m, "the entry modules") for m in modules]
+    files, seen, todo = set(), set(), [(m, None) for m in modules]
     while todo:
         dotted, importer = todo.pop()
         if dotted in seen:
@@ -66,7 +66,8 @@ def module_closure(modules, root=MODULE_UTILS):
         seen.add(dotted)
         path = _source(root, dotted)
         if path is None:
-            raise ClosureError("%s imports module_utils.%s, which is not a file under %s" % (importer, dotted, root))
+            what = "%s imports module_utils.%s" % (importer, dotted) if importer else "entry module %s" % dotted
+            raise ClosureError("%s, which is not a file under %s" % (what, root))
         files.add(path)
         todo += [(pkg, path) for pkg in _packages(dotted)]
         with open(os.path.join(root, path), encoding="utf-8") as handle:
