@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The controller's hooks are the collection's code: entry points rendered from msa.hpc.hook_runtime run with
-``python3 -I`` from one directory, and no hook, unit or command of the roles refers to the stand-ins."""
+``python3 -I`` from one directory holding only what hook_runtime installs (module_utils/node whole and the closure of
+the entry modules' imports), and no hook, unit or command of the roles refers to the stand-ins."""
 from __future__ import annotations
 
+import ast
+import shutil
 import subprocess
 import sys
 
@@ -10,17 +13,48 @@ import jinja2
 import pytest
 import yaml
 
+from ansible_collections.msa.hpc.plugins.filter.module_utils_closure import module_utils_closure
 from tests.helpers import BUNDLE
 
 ROLES = BUNDLE / "collections/ansible_collections/msa/hpc/roles"
+MODULE_UTILS = BUNDLE / "collections/ansible_collections/msa/hpc/plugins/module_utils"
+PREFIX = "ansible_collections.msa.hpc.plugins.module_utils"
+
+
+def _node_program(role, tasks_file="main.yml"):
+    """The ``vars`` of the role's include of hook_runtime's code (its entry points)."""
+    tasks = yaml.safe_load((ROLES / role / "tasks" / tasks_file).read_text())
+    return next(t for t in tasks if t.get("ansible.builtin.include_role", {}).get("tasks_from") == "code")["vars"]
+
+
+def programs():
+    """Each include of hook_runtime's code (the controller's hooks, the nodes' programs): its entry points."""
+    return {"controller hooks":
+            yaml.safe_load((ROLES / "hook_runtime/defaults/main.yml").read_text())["hook_runtime_entry_points"],
+            "node health check": _node_program("slurm_healthcheck")["hook_runtime_entry_points"],
+            "node reboot program": _node_program("slurm_reboot")["hook_runtime_entry_points"],
+            "node gateway routes": _node_program("gateway", "node_routes.yml")["hook_runtime_entry_points"]}
 
 
 def entry_points():
-    """The controller's entry points (hook_runtime's defaults) and the node health check's (slurm_healthcheck)."""
-    items = yaml.safe_load((ROLES / "hook_runtime/defaults/main.yml").read_text())["hook_runtime_entry_points"]
-    for role in ("slurm_healthcheck", "slurm_reboot"):
-        items = items + _node_program(role)["hook_runtime_entry_points"]
-    return {item["name"]: item for item in items}
+    """Every entry point by name, with the entry points installed with it (one include of hook_runtime's code)."""
+    return {item["name"]: (item, items) for items in programs().values() for item in items}
+
+
+def installed_code(items):
+    """What hook_runtime's code.yml installs for these entry points (the same filter call)."""
+    return module_utils_closure([item["module"] for item in items], packages=["node"])
+
+
+def install(python_dir, items):
+    """The code as code.yml lays it out: empty package files above module_utils, the files it derives below."""
+    code_dir = python_dir / "ansible_collections/msa/hpc/plugins/module_utils"
+    code_dir.mkdir(parents=True)
+    for parent in [code_dir] + list(code_dir.relative_to(python_dir).parents)[:-1]:
+        (python_dir / parent / "__init__.py").touch()
+    for name in installed_code(items):
+        (code_dir / name).parent.mkdir(exist_ok=True)
+        shutil.copy(MODULE_UTILS / name, code_dir / name)
 
 
 def render(item, python_dir):
@@ -39,9 +73,11 @@ def render(item, python_dir):
     ("msa-hpc-healthcheck", ["--validate", "/nonexistent/hc.json"], 1, "msa-hpc-healthcheck: /nonexistent/hc.json: "),
     ("msa-hpc-reboot", ["--validate", "/nonexistent/bmc.json"], 1, "msa-hpc-reboot: /nonexistent/bmc.json: "),
 ])
-def test_entry_points_run_isolated_from_the_collection_directory(tmp_path, name, argv, status, says):
+def test_entry_points_run_isolated_with_only_the_installed_code(tmp_path, name, argv, status, says):
+    item, installed_with = entry_points()[name]
+    install(tmp_path / "python", installed_with)
     script = tmp_path / name
-    script.write_text(render(entry_points()[name], BUNDLE / "collections"))
+    script.write_text(render(item, tmp_path / "python"))
     lines = script.read_text().splitlines()
     assert lines[0] == "#!/usr/bin/python3 -I"
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path / "nowhere"), "SLURM_JOB_ID": ""}
@@ -63,35 +99,33 @@ def test_no_hook_unit_or_command_of_the_roles_refers_to_the_stand_ins():
             assert "msa_sim" not in tasks.read_text(), tasks
 
 
-def _node_program(role, tasks_file="main.yml"):
-    """The ``vars`` of the role's include of hook_runtime's code (its module_utils and entry points)."""
-    tasks = yaml.safe_load((ROLES / role / "tasks" / tasks_file).read_text())
-    return next(t for t in tasks if t.get("ansible.builtin.include_role", {}).get("tasks_from") == "code")["vars"]
+def _imports(path):
+    """Dotted module_utils modules a file imports (an independent reading, to check the filter against)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PREFIX):
+            inner = node.module[len(PREFIX) + 1:]
+            for alias in node.names:
+                dotted = (inner + "." if inner else "") + alias.name
+                as_module = MODULE_UTILS / (dotted.replace(".", "/") + ".py")
+                found.add(dotted if as_module.exists() else inner)
+    return found
 
 
-def _hook_lists():
-    return [(yaml.safe_load((ROLES / "hook_runtime/defaults/main.yml").read_text())["hook_runtime_module_utils"],
-             ["_gw_hooks", "_nam_hooks", "_userfile"]),
-            (_node_program("slurm_healthcheck")["hook_runtime_module_utils"], ["_healthcheck"]),
-            (_node_program("slurm_reboot")["hook_runtime_module_utils"], ["_bmc_reboot"]),
-            (_node_program("gateway", "node_routes.yml")["hook_runtime_module_utils"], ["_gw_node_routes"])]
-
-
-@pytest.mark.parametrize("listed, entry_modules", _hook_lists(),
-                         ids=["controller hooks", "node health check", "node reboot program", "node gateway routes"])
-def test_the_installed_module_utils_are_all_the_entry_points_import(listed, entry_modules):
-    import ast
-    listed = set(listed)
-    utils = BUNDLE / "collections/ansible_collections/msa/hpc/plugins/module_utils"
-    needed, todo = set(), list(entry_modules)
+@pytest.mark.parametrize("group", sorted(programs()))
+def test_the_installed_code_holds_everything_the_entry_points_import(group):
+    items = programs()[group]
+    installed = set(installed_code(items))
+    needed, todo = set(), [item["module"] for item in items]
     while todo:
         name = todo.pop()
         if name in needed:
             continue
         needed.add(name)
-        for node in ast.walk(ast.parse((utils / (name + ".py")).read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ansible_collections.msa.hpc"):
-                mod = node.module.rsplit(".", 1)[-1]
-                todo += [a.name for a in node.names] if mod == "module_utils" else [mod]
-    assert needed <= listed, sorted(needed - listed)
-    assert listed <= {p.stem for p in utils.glob("_*.py")}
+        todo += sorted(_imports(MODULE_UTILS / (name.replace(".", "/") + ".py")))
+    needed_files = {name.replace(".", "/") + ".py" for name in needed}
+    assert needed_files <= installed, sorted(needed_files - installed)
+    # module_utils/node whole, with its package file, and nothing that is no file of module_utils
+    assert {"node/" + p.name for p in (MODULE_UTILS / "node").glob("*.py")} <= installed
+    assert all((MODULE_UTILS / name).is_file() for name in installed)
+    assert all(item["module"].startswith("node.") for item in items), "entry modules live in module_utils/node"

@@ -18,12 +18,12 @@ from msa_sim.bmc.testing import make_tls
 from test_udocker_wrapper import BUNDLE, _calls, _configure, _wrapper, mc, node  # noqa: F401  (node: a fixture)
 
 ROLE_FILES = BUNDLE / "collections/ansible_collections/msa/hpc/roles/udocker/files"
-MODULE_UTILS = BUNDLE / "collections/ansible_collections/msa/hpc/plugins/module_utils"
+MODULE_UTILS = BUNDLE / "collections/ansible_collections/msa/hpc/plugins/module_utils/node"
 PASSWORD = "s3cret-store"
 
 
 def _load_store():
-    # on a node _tlsserver.py is installed beside the store's program; here it is found in module_utils
+    # on a node tlsserver.py is installed beside the store's program; here it is found in module_utils/node
     sys.path.insert(0, str(MODULE_UTILS))
     try:
         spec = importlib.util.spec_from_file_location("msa_image_store", ROLE_FILES / "msa_image_store.py")

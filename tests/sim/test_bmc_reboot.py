@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
-"""Slurm's RebootProgram (module_utils/_bmc_reboot) against the msa-bmc stand-in over verified TLS: a session, the
+"""Slurm's RebootProgram (module_utils/node/bmc_reboot) against the msa-bmc stand-in over verified TLS: a session, the
 restart the BMC allows, no password anywhere in what it prints, clear refusals."""
 
 import io
@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _bmc_reboot as R
+from ansible_collections.msa.hpc.plugins.module_utils.node import bmc_reboot as R
 from msa_sim.bmc import testing
 
 USERS = {"admin": ("Adm1n-pw-0", "Administrator"), "viewer": ("v1ew-pw-0", "ReadOnly")}

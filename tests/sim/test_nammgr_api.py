@@ -19,7 +19,7 @@ from msa_sim.nammgr import config
 from msa_sim.nammgr.__main__ import open_store
 from msa_sim.nammgr.api import Manager, Server
 from msa_sim.nammgr.auth import Authenticator, hash_password
-from ansible_collections.msa.hpc.plugins.module_utils import _nam_hooks as H
+from ansible_collections.msa.hpc.plugins.module_utils.node import nam_hooks as H
 from tests.helpers import fake_scontrol, squeue_json
 
 ME = pwd.getpwuid(os.getuid())
@@ -256,7 +256,7 @@ def test_the_prolog_refuses_more_than_the_licences_slurm_granted(manager, job, c
 
 def test_a_nam_license_counts_one_gib_when_the_comment_has_no_size(job):
     from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
-    from ansible_collections.msa.hpc.plugins.module_utils._nam_hooks import nam_request
+    from ansible_collections.msa.hpc.plugins.module_utils.node.nam_hooks import nam_request
     job(81, "msa:gw_num=2", "nam:3,gce:1")
     records = S.read_job("81")
     assert nam_request(records) == {"size": 3 << 30, "volatile": True, "name": "slurm-81", "device": None,

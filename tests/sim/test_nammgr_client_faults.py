@@ -57,7 +57,7 @@ def test_the_prolog_requeues_with_a_sentence_when_the_manager_dies_mid_answer(ma
     manager.script = ["half", "half"]      # the allocation, then the check whether it was made
     rc, _, err = prolog(manager.url, "--retries", "0")
     assert rc == C.REQUEUE
-    # the collection's NAM hook (module_utils/_nam_hooks) over RestClient: one line naming the job and the request
+    # the collection's NAM hook (module_utils/node/nam_hooks) over RestClient: one line naming the job and the request
     assert err.startswith("nam prolog: job 42: POST /nam/allocations: ") and "answer was lost" in err
     assert "Traceback" not in err and err.count("\n") == 1
     assert "checking whether it was carried out failed too" in err

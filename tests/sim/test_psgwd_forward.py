@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _gw_node_routes as NR
+from ansible_collections.msa.hpc.plugins.module_utils.node import gw_node_routes as NR
 from msa_sim.psgwd import agent as agent_mod
 from msa_sim.psgwd import forward as fwd
 from msa_sim.psgwd.agent import Agent, AgentError, AgentServer

@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
-from ansible_collections.msa.hpc.plugins.module_utils import _userfile as U
+from ansible_collections.msa.hpc.plugins.module_utils.node import userfile as U
 from msa_sim.psgwd import pingpong, protocol as proto
 from msa_sim.psgwd import forward as fwd
 from msa_sim.psgwd import slurm
@@ -134,14 +134,14 @@ def test_epilog_keeps_the_routing_file_without_cleanup_and_runs_twice_harmlessly
 @pytest.fixture
 def as_slurm_user(site, monkeypatch):
     """The hooks run as SlurmUser (uid 4242): a fake sudo records its arguments and runs the collection's helper
-    (module_utils/_userfile.helper_main, as the role's msa-hpc-userfile does), which reads the job itself."""
+    (module_utils/node/userfile.helper_main, as the role's msa-hpc-userfile does), which reads the job itself."""
     monkeypatch.setattr(U.os, "geteuid", lambda: 4242)
     bin_dir = site.tmp / "bin"
     bin_dir.mkdir()
     (bin_dir / "squeue").symlink_to(site.tmp / "squeue")
     helper = bin_dir / "msa-hpc-userfile"
     helper.write_text("#!%s\nimport sys\nsys.path.insert(0, %r)\n"
-                      "from ansible_collections.msa.hpc.plugins.module_utils._userfile import helper_main\n"
+                      "from ansible_collections.msa.hpc.plugins.module_utils.node.userfile import helper_main\n"
                       "sys.exit(helper_main())\n" % (sys.executable, str(ROOT / "collections")))
     helper.chmod(0o755)
     sudo = bin_dir / "sudo"

@@ -13,7 +13,7 @@ import types
 import pytest
 
 from ansible_collections.msa.hpc.plugins.module_utils._rest import NotDoneError, RestClient, RestError, tls_context
-from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer
 from msa_sim.bmc.testing import make_tls
 from msa_sim.dcdb.api import make_server as dcdb_server
 from msa_sim.emp.api import make_server as emp_server

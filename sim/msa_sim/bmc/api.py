@@ -9,7 +9,7 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler
 
-from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer, server_context
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, server_context
 from msa_sim.bmc.backend import make_backend
 from msa_sim.bmc.service import Bmc
 from msa_sim.bmc.store import Store

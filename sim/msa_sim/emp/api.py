@@ -9,7 +9,7 @@ import logging
 import re
 from http.server import BaseHTTPRequestHandler
 
-from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer
 from .engine import EmpError
 
 log = logging.getLogger("emp.api")

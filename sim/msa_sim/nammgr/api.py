@@ -48,7 +48,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.msa.hpc.plugins.module_utils import _gce as G
 from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, parse_size
-from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer
 from msa_sim.nammgr import munge
 from msa_sim.nammgr.store import StoreError
 

@@ -10,7 +10,7 @@ import sys
 import time
 import urllib.parse
 
-from ansible_collections.msa.hpc.plugins.module_utils import _nam_hooks as H
+from ansible_collections.msa.hpc.plugins.module_utils.node import nam_hooks as H
 from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, format_size, parse_size
 from ansible_collections.msa.hpc.plugins.module_utils._rest import (
     NOT_DONE, RestClient, RestError, RestTransportError, send_again)
@@ -30,7 +30,7 @@ NAM_MANAGER_PASSWORD / NAM_MANAGER_TOKEN / NAM_MANAGER_CA_PATH, else the key=val
 (default /etc/nam-manager/client.conf: ``url=``, ``user=``, ``password=`` or ``token=``, ``ca_path=``). An https
 manager's certificate is always verified (against ``ca_path`` when given).
 
-``prolog`` and ``epilog`` are aliases of the collection's NAM/GCE hooks (module_utils/_nam_hooks.py, installed by
+``prolog`` and ``epilog`` are aliases of the collection's NAM/GCE hooks (module_utils/node/nam_hooks.py, installed by
 the role msa.hpc.nam_manager as msa-nam-hook): the job's NAM size comes from its comment or its ``nam`` licences
 and is bounded by the licences Slurm granted it.
 """
@@ -158,7 +158,7 @@ def _hook_client(args, env):
 
 
 def _hook(action, env, args, out, err):
-    """``prolog``/``epilog``: an alias of the collection's hooks (module_utils/_nam_hooks.py), which the role
+    """``prolog``/``epilog``: an alias of the collection's hooks (module_utils/node/nam_hooks.py), which the role
     msa.hpc.nam_manager installs as ``msa-nam-hook``; nothing the roles install runs this alias."""
     argv = [action, "--license", args.license, "--gce-license", args.gce_license, "--squeue", args.squeue,
             "--user-helper", args.user_helper]

@@ -37,7 +37,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_job import JobRecordError, check_job_id
-from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer
 from msa_sim.psgwd import forward as fwd
 from msa_sim.psgwd import tunnel
 from msa_sim.psgwd.store import DaemonStore

@@ -20,7 +20,7 @@ import socket
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
-from ansible_collections.msa.hpc.plugins.module_utils._tlsserver import TLSThreadingHTTPServer
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer
 from msa_sim.rma import capability as C
 from msa_sim.rma.collective import CollectiveError
 from msa_sim.rma.memory import AccessError

@@ -183,7 +183,7 @@ def encode(options, extra=()):
 
 
 # The delay switch (seed 004 §5.2.2): job_submit.lua writes delay=M (minutes) and, for a workflow's delayed part,
-# delay_after=<leader job>; the controller's delay hook (module_utils/_delay_hooks) reads them.
+# delay_after=<leader job>; the controller's delay hook (module_utils/node/delay_hooks) reads them.
 DELAY_KEYS = ("delay", "delay_after")
 
 

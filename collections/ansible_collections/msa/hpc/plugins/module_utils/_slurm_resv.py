@@ -4,8 +4,8 @@
 A reservation ``flags=any_nodes users=root licenses=<name>:<count>,...`` holds licences no user job may be given:
 Slurm starts a job that asks for them only when enough remain outside the reservation, so such a job waits
 (``Reason=Licenses``) instead of starting and failing in its prolog; jobs that ask for none run as usual. The MPI
-gateways' health check (module_utils/_gw_hooks) holds the licences of the gateways no job may be given, the NAM/GCE
-manager's (module_utils/_nam_hooks) all NAM and GCE licences while the manager does not answer.
+gateways' health check (module_utils/node/gw_hooks) holds the licences of the gateways no job may be given, the NAM/GCE
+manager's (module_utils/node/nam_hooks) all NAM and GCE licences while the manager does not answer.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 -- job_submit/lua of msa.hpc (JobSubmitPlugins=lua): turns the MSA options of sbatch/salloc/srun, which the SPANK
 -- plugin spank_msa.so hands over as job-control variables (the request's spank_job_env, SPANK_MSA_*), into what
 -- Slurm and the controller's hooks act on, or refuses the request before it is queued:
---   --gw_num=N                       licence gateway:N, comment gw_num=N   (psgwd hook, module_utils/_gw_hooks.py)
+--   --gw_num=N                       licence gateway:N, comment gw_num=N   (psgwd hook, module_utils/node/gw_hooks.py)
 --   --gw_file/--gw_plugin/--gw_cleanup  comment gw_file=, gw_plugin=, gw_cleanup=1
 --   --network-attached-memory=S[:nonvolatile]  licence nam:<GiB rounded up>, comment nam_bytes=, nam_nonvolatile=1
 --   --global-collective-engine       licence gce:1 (one of the 256 communicators of a GCE), comment gce=1

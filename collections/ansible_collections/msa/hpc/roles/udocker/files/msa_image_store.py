@@ -3,7 +3,8 @@
 
 Files of the store directory only (no listings, no other methods than GET and HEAD), to clients that present the
 store's credentials with HTTP Basic authentication, over TLS 1.2 or newer with the host's certificate. Run by
-systemd as an unprivileged account with ``python3 -I``; _tlsserver.py (the collection's) is installed beside it.
+systemd as an unprivileged account with ``python3 -I``; tlsserver.py (the collection's module_utils/node/tlsserver.py)
+is installed beside it.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import sys
 from http.server import SimpleHTTPRequestHandler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _tlsserver import TLSThreadingHTTPServer  # noqa: E402  (installed beside this file, root-owned)
+from tlsserver import TLSThreadingHTTPServer  # noqa: E402  (installed beside this file, root-owned)
 
 REALM = "msa-image-store"
 

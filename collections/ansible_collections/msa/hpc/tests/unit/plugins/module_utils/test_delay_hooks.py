@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _delay_hooks as D
+from ansible_collections.msa.hpc.plugins.module_utils.node import delay_hooks as D
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures/slurm/squeue_json_22.05_all_states.json"

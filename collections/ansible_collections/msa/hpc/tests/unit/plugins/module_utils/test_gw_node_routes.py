@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _gw_node_routes as NR
+from ansible_collections.msa.hpc.plugins.module_utils.node import gw_node_routes as NR
 
 NODES = {"cm01": {"ib": "10.1.0.20"}, "cm02": {"ib": "10.1.0.21"}, "esb01": {"extoll": "10.2.0.40"},
          "esb02": {"extoll": "10.2.0.41"}, "both01": {"ib": "10.1.0.90", "extoll": "10.2.0.90"}}

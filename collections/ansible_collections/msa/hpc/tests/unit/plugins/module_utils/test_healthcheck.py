@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _healthcheck as H
+from ansible_collections.msa.hpc.plugins.module_utils.node import healthcheck as H
 from ansible_collections.msa.hpc.plugins.module_utils._rest import NotDoneError, OutcomeUnknownError, RestError
 
 

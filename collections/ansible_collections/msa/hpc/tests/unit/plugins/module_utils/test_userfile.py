@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _userfile as U
+from ansible_collections.msa.hpc.plugins.module_utils.node import userfile as U
 
 ME = pwd.getpwuid(os.getuid())
 

@@ -12,7 +12,7 @@ node only when that prefix shows the drain was this program's own, so an operato
 A central service that does not answer at all is not a fault of the node: when the fabric manager cannot be
 reached, the EXTOLL check is unknown, and the node is neither drained nor resumed for it (the manager's own
 monitoring reports the outage; the links keep their routes meanwhile). The NAM/GCE manager is not a node check
-either: while it is down, the controller's health timer holds the NAM and GCE licences (module_utils/_nam_hooks), so
+either: while it is down, the controller's health timer holds the NAM and GCE licences (module_utils/node/nam_hooks), so
 NAM and GCE jobs wait and every other job runs.
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@ granted it (``gw_num`` in the comment may ask fewer, never more), decodes the jo
 and checks every one before anything is done: the routing strategy is a bare name of a built-in or a root-owned
 plugin, the routing file lies in the user's home or the job's working directory. It then probes the idle gateways'
 agents, allocates gateways from the pool, starts one psgwd per gateway and writes the routing file as the job's user
-(module_utils/_userfile). Any refusal or failure undoes what was done, writes one line to ``JOB-<id>-psgw.err`` in
+(module_utils/node/userfile). Any refusal or failure undoes what was done, writes one line to ``JOB-<id>-psgw.err`` in
 the job's working directory and exits 1: slurmctld requeues a batch job (an interactive one is cancelled). The
 epilog stops the daemons, frees the gateways and removes the routing file when ``gw_cleanup`` was asked; it always
 exits 0. A workflow's delayed part (``--delay`` with ``--dependency=after:<leader>``, comment ``delay_after``) joins
@@ -30,7 +30,7 @@ from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
 from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
 from ansible_collections.msa.hpc.plugins.module_utils import _slurm_resv as V
-from ansible_collections.msa.hpc.plugins.module_utils import _userfile as U
+from ansible_collections.msa.hpc.plugins.module_utils.node import userfile as U
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
 
 REQUEUE = 1  # exit status that makes slurmctld requeue (batch) or cancel (interactive) the job

@@ -27,7 +27,7 @@ import sys
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
 from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
 from ansible_collections.msa.hpc.plugins.module_utils import _slurm_resv as V
-from ansible_collections.msa.hpc.plugins.module_utils import _userfile as U
+from ansible_collections.msa.hpc.plugins.module_utils.node import userfile as U
 from ansible_collections.msa.hpc.plugins.module_utils._gce import GceService
 from ansible_collections.msa.hpc.plugins.module_utils._nam import ManagerError, NamService
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
