@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.msa.hpc.plugins.module_utils._hostlist import HostlistError, expand
+from ansible_collections.msa.hpc.plugins.module_utils._slurm_resv import parse_licenses
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import (
     LICENSE_GATEWAY, LICENSE_GCE, LICENSE_NAM, NAM_LICENSE_UNIT_NAME, parse_time)
 
@@ -294,18 +295,6 @@ def read_partitions(payload):
     return out
 
 
-_LICENSE = re.compile(r"LicenseName=(\S+)\s+Total=(\d+)\s+Used=(\d+)\s+Free=(\d+)")
-
-
-def parse_licenses(text):
-    """``scontrol -o show licenses`` → ``{name: {total, used, free}}``."""
-    out = {}
-    for match in _LICENSE.finditer(text or ""):
-        out[match.group(1)] = {"total": int(match.group(2)), "used": int(match.group(3)),
-                               "free": int(match.group(4))}
-    return out
-
-
 def read_licenses(payload):
     """``GET /slurm/v0.0.39+/licenses`` (``{"licenses": [{LicenseName, Total, Used, Free}]}``) → the same shape."""
     out = {}
@@ -441,7 +430,7 @@ def from_cli(run, partition_modules=None, fabric=None):
 def from_rest(call, license_totals=None, partition_modules=None, fabric=None):
     """Facts through slurmrestd; ``call(path)`` returns the decoded JSON of a GET (raising on failure) and None for
     a path the API does not have (HTTP 404)."""
-    from ansible_collections.msa.hpc.plugins.module_utils._slurmrest import API_VERSION
+    from ansible_collections.msa.hpc.plugins.module_utils.slurm.rest import API_VERSION
     nodes = call("/slurm/%s/nodes" % API_VERSION)
     parts = call("/slurm/%s/partitions" % API_VERSION)
     lic = call("/slurm/%s/licenses" % API_VERSION)   # v0.0.39 on; 22.05's v0.0.38 has none

@@ -9,13 +9,17 @@ import re
 import pytest
 
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
-from ansible_collections.msa.hpc.plugins.module_utils._packjob import (
-    GATEWAY_OPTIONS, LEADER_PLACEHOLDER, NOT_CHOSEN, CliTransport, PackJobError, TransportError, cancel_targets,
-    choose, estimate_plan, expected_slowdown, fill_leader, find_ids, licenses, parse_comment, parse_sacct_json,
-    parse_sbatch_id, parse_scontrol_show_job, parse_squeue_json, parse_test_only, partition_list, plan, results,
-    same_shape, validate)
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.cli import CliTransport
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import (
+    GATEWAY_OPTIONS, LEADER_PLACEHOLDER, NOT_CHOSEN, PackJobError, parse_comment, validate)
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.modulelist import (
+    choose, expected_slowdown, parse_test_only, partition_list, same_shape)
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.records import (
+    TransportError, parse_sacct_json, parse_sbatch_id, parse_scontrol_show_job, parse_squeue_json)
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.render import estimate_plan, fill_leader, licenses, plan
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.results import cancel_targets, find_ids, results
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "slurm")
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "slurm")
 SYSTEM = {"partitions": {"cm": {"nodes": 4, "max_time": "1-00:00:00", "cpus_per_node": 24},
                          "booster": {"nodes": 8, "module": "esb", "gres": {"gpu": 1}}},
           "gateways": 2, "nam": "1TiB", "gce": True}
@@ -496,14 +500,14 @@ class FakeRun:
 
 def test_cli_transport_sends_the_script_on_stdin_and_reads_the_id():
     run = FakeRun([(0, "4321\n", "")])
-    assert CliTransport(run).submit(["sbatch", "--parsable"], "#!/bin/bash\n") == 4321
+    assert CliTransport(run).submit({"argv": ["sbatch", "--parsable"], "script": "#!/bin/bash\n"}) == 4321
     assert run.calls == [(["sbatch", "--parsable"], "#!/bin/bash\n")]
 
 
 def test_cli_transport_reports_a_failing_command_with_its_message():
     run = FakeRun([(1, "", "sbatch: error: invalid partition specified: dam")])
     with pytest.raises(TransportError, match="invalid partition specified: dam"):
-        CliTransport(run).submit(["sbatch", "--parsable"], "x")
+        CliTransport(run).submit({"argv": ["sbatch", "--parsable"], "script": "x"})
 
 
 def test_cli_transport_queries_and_cancels():
@@ -520,7 +524,7 @@ def test_cli_transport_queries_and_cancels():
 def test_cli_transport_estimates_with_test_only_and_reports_refusals():
     run = FakeRun([(0, "", TEST_ONLY), (1, "", "sbatch: error: Batch job submission failed: Invalid partition")])
     transport = CliTransport(run)
-    assert transport.estimate(["sbatch", "--test-only"], "#!/bin/bash\n")["partition"] == "cm"
+    assert transport.estimate({"argv": ["sbatch", "--test-only"], "script": "#!/bin/bash\n"})["partition"] == "cm"
     with pytest.raises(TransportError, match="Invalid partition"):
-        transport.estimate(["sbatch", "--test-only"], "#!/bin/bash\n")
+        transport.estimate({"argv": ["sbatch", "--test-only"], "script": "#!/bin/bash\n"})
     assert run.calls[0] == (["sbatch", "--test-only"], "#!/bin/bash\n")
