@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 
 from ansible_collections.msa.hpc.plugins.module_utils._hostlist import HostlistError, expand
-from ansible_collections.msa.hpc.plugins.module_utils._slurm_resv import parse_licenses
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import (
     LICENSE_GATEWAY, LICENSE_GCE, LICENSE_NAM, NAM_LICENSE_UNIT_NAME, parse_time)
+from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+from ansible_collections.msa.hpc.plugins.module_utils._slurm_resv import parse_licenses
 
 SCHEMA_VERSION = 1
 NO_VAL_LIMIT = 0xFFFFFFF0
@@ -311,14 +312,21 @@ def read_licenses(payload):
 def licenses_in_use(jobs):
     """``{licence: count}`` held by running jobs (``licenses`` of each job record of ``/jobs`` or squeue --json)."""
     used = {}
-    for job in (jobs or {}).get("jobs") or []:
+    try:
+        records = S.load_jobs(jobs or {}, "the job list", required=False)
+    except S.JobRecordError as exc:
+        raise SystemInfoError(str(exc)) from None
+    for job in records:
         state = job.get("job_state")
         state = state[0] if isinstance(state, list) and state else state
         if str(state).upper() not in ("RUNNING", "COMPLETING", "SUSPENDED"):
             continue
-        for item in _words(job.get("licenses")):
-            name, _sep, count = item.partition(":")
-            used[name] = used.get(name, 0) + (int(count) if count.isdigit() else 1)
+        try:
+            held = S.parse_licenses(job.get("licenses"))
+        except S.JobRecordError as exc:
+            raise SystemInfoError("job %s: %s" % (job.get("job_id"), exc)) from None
+        for name, count in held.items():
+            used[name] = used.get(name, 0) + count
     return used
 
 

@@ -198,7 +198,7 @@ class RestTransport:
     def submit(self, sub):
         """Submit one submission of render.plan (its options, argv and script); return the job id."""
         body = submission(sub, self.environment, self.chdir)
-        name = (body.get("job") or (body.get("jobs") or [{}])[0]).get("name")
+        name = dict(sub["options"][0]).get("job-name")
         lookup = None
         if name:
             # The jobs of this name before the submission: one more after a lost answer is the job it made.

@@ -154,10 +154,10 @@ def _planned(case):
 
 
 def test_every_body_built_from_the_model_is_the_one_the_old_script_parser_built():
-    # rest_bodies_22.05_from_scripts.json: for every job spec the unit tests validate (slurm_packjob and its
+    # rest_bodies_from_split_script.json: for every job spec the unit tests validate (slurm_packjob and its
     # module_utils, CLI and REST), the bodies the former split_script path (parsing the rendered #SBATCH lines)
     # produced, captured before it was removed; delayed parts with leader 42, chdir /tmp.
-    cases = json.loads((FIXTURES / "rest_bodies_22.05_from_scripts.json").read_text())
+    cases = json.loads((FIXTURES / "rest_bodies_from_split_script.json").read_text())
     assert len(cases) >= 40 and any("jobs" in b for c in cases for b in c["bodies"])
     assert any(b.get("job", {}).get("dependency") for c in cases for b in c["bodies"])
     for case in cases:
