@@ -27,7 +27,7 @@ NAM_COMMENT_KEY, NAM_ENV = "nam_bytes", "MSA_NAM_BYTES"   # exact size; the lice
 GCE_COMMENT_KEY, GCE_ENV = "gce", "MSA_GCE"
 NOT_CHOSEN = "NOT_CHOSEN"        # state of the alternatives of a module list other than the one that runs
 # delayed components: msa:delay=<min>;delay_after=<leader job id>;component=<i>, the keys job_submit.lua writes for
-# --delay, so the controller's delay hook (module_utils/_delay_hooks) reserves their nodes alike
+# --delay, so the controller's delay hook (msa-delay-hook, module delay_hooks) reserves their nodes alike
 DELAY_COMMENT_KEY = "delay_after"
 LEGACY_DELAY_KEY = "delay_of"    # what slurm_packjob wrote before (jobs still queued across an upgrade)
 LEADER_PLACEHOLDER = "%LEADER_JOB_ID%"   # in delayed scripts/argv until the first job has an id
