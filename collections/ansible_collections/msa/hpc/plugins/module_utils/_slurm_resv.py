@@ -14,6 +14,7 @@ import subprocess
 
 from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
 
+
 class ReservationError(Exception):
     """scontrol failed or answered what cannot be read; the message names the command and the reservation."""
 

@@ -6,6 +6,7 @@ from ansible_collections.msa.hpc.plugins.module_utils.slurm.modulelist import pa
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.records import (
     TransportError, parse_sacct_json, parse_sbatch_id, parse_squeue_json)
 
+
 class CliTransport:
     """Slurm through its commands (sbatch, squeue, sacct, scontrol, scancel).
 

@@ -56,6 +56,7 @@ class PackJobError(ValueError):
 
 # --- comment -------------------------------------------------------------------------------------------------------
 
+
 def format_comment(fields):
     """``msa:key=value;…`` in the order given (the codec of module_utils/_jobopts refuses what it cannot carry)."""
     return J.format_options(fields)
@@ -70,6 +71,7 @@ def parse_comment(text):
 
 
 # --- validation ----------------------------------------------------------------------------------------------------
+
 
 def _plain(value, where, problems, allow_space=False):
     """A string that can sit on an #SBATCH line (and, without spaces, in the comment)."""
@@ -388,5 +390,3 @@ def _check_commands(spec, problems):
     for comp in spec["module_list"]:
         if comp["command"] is None and comp["script"] is None:
             problems.append("module_list[%d].command: missing (give command or script)" % comp["index"])
-
-

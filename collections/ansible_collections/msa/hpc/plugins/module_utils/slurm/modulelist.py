@@ -92,4 +92,3 @@ def choose(alternatives, estimates, now):
             "module_list[%d] (%s): %s" % (e["index"], e["partition"], e["error"]) for e in refused))
     ranked.sort(key=lambda e: (e["slowdown"], e["node_minutes"], e["index"]))
     return ranked[0]["index"], ranked + refused
-

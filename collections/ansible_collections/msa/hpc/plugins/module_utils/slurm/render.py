@@ -10,7 +10,6 @@ from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import (
     format_comment)
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.modulelist import partition_list, same_shape
 
-# --- scripts -------------------------------------------------------------------------------------------------------
 
 def _resource_options(comp, spec):
     opts = [("job-name", spec["name"]), ("partition", comp["partition"]), ("nodes", "%d" % comp["nodes"])]

@@ -126,4 +126,3 @@ def all_ids(ids):
     """Every job id of an instance (leader, delayed parts, alternatives)."""
     out = [ids["leader"]] if ids.get("leader") else []
     return out + sorted(ids.get("delayed", {}).values()) + list(ids.get("alternatives", []))
-

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import PackJobError, validate
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import validate
 from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.slurm.packjob_cases import SYSTEM, coupled_job, problems_of
 
 
