@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""One job as the Slurm controller's hooks see it: ``squeue --json`` read and every field of it validated.
+"""The one reader of Slurm's job records, and one job as the Slurm controller's hooks see it, every field validated.
 
-Slurm 22.05's scontrol has no ``--json`` (it came with 23.02); its squeue does, but dumps every job whatever the
-filter options say, so the records of the job asked for are picked out here before any of them is validated."""
+``squeue --json``/``sacct --json`` (and slurmrestd's job answers) are decoded by load_jobs, ``scontrol show`` text by
+scontrol_records, for the hooks here and for slurm_packjob (module_utils/slurm/records.py). Slurm 22.05's scontrol has
+no ``--json`` (it came with 23.02); its squeue does, but dumps every job whatever the filter options say, so the
+records of the job asked for are picked out here before any of them is validated."""
 from __future__ import annotations
 
 import json
@@ -54,6 +56,51 @@ def _string(job, key):
     return "" if value is None else str(value)
 
 
+def load_jobs(text, what="squeue --json", required=True):
+    """The job objects of ``squeue --json`` or ``sacct --json`` output (text, or the decoded answer of slurmrestd).
+
+    JobRecordError when it is no JSON, when Slurm reported errors and no job, or (``required``) when it holds no
+    ``jobs`` list; without ``required`` a missing list is no job."""
+    try:
+        data = json.loads(text) if isinstance(text, (str, bytes)) else text
+    except ValueError as exc:
+        raise JobRecordError("%s printed no JSON: %s" % (what, exc)) from None
+    if not isinstance(data, dict):
+        raise JobRecordError("%s: no 'jobs' list in %r" % (what, str(text)[:200]))
+    jobs = data.get("jobs")
+    errors = [e for e in (data.get("errors") or []) if e]
+    if errors and not jobs:
+        raise JobRecordError("%s reported: %s" % (what, "; ".join(
+            str(e.get("description") or e.get("error") or e) if isinstance(e, dict) else str(e) for e in errors)))
+    if jobs is None and not required:
+        return []
+    if not isinstance(jobs, list):
+        raise JobRecordError("%s: no 'jobs' list in %r" % (what, str(text)[:200]))
+    return [j for j in jobs if isinstance(j, dict)]
+
+
+_PAIR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=")
+
+
+def scontrol_records(text, key):
+    """``scontrol show`` output (one record per line with ``-o``, else blocks) → one ``{field: value}`` per record.
+
+    A record starts where ``key`` (``JobId``, ``LicenseName``, ``ReservationName``, …) is given; a value runs to the
+    next ``Name=`` of its line, so values with spaces are kept whole. A field given twice in a record keeps its
+    first value (``show job -d`` adds per-node ``Nodes=`` lines)."""
+    out = []
+    for line in (text or "").splitlines():
+        positions = [(m.start(1), m.group(1)) for m in _PAIR.finditer(line)]
+        for n, (start, name) in enumerate(positions):
+            end = positions[n + 1][0] if n + 1 < len(positions) else len(line)
+            value = line[start + len(name) + 1:end].strip()
+            if name == key:
+                out.append({})
+            if out:
+                out[-1].setdefault(name, value)
+    return out
+
+
 def record(job):
     """One job of ``scontrol show job --json`` → the fields the hooks use, each validated."""
     if not isinstance(job, dict):
@@ -95,14 +142,7 @@ def parse_jobs(text, job_id):
     """``squeue --json`` output → validated records of job ``job_id``: the job, or every component of the
     heterogeneous job it belongs to (leader first). Records of other jobs are not looked at."""
     job_id = int(check_job_id(job_id))
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise JobRecordError("squeue --json: not JSON (%s)" % exc) from None
-    jobs = data.get("jobs") if isinstance(data, dict) else None
-    if not isinstance(jobs, list):
-        raise JobRecordError("squeue --json: no 'jobs' list in %r" % (str(text)[:200],))
-    jobs = [j for j in jobs if isinstance(j, dict)]
+    jobs = load_jobs(text)
     mine = [j for j in jobs if j.get("job_id") == job_id]
     if not mine:
         raise JobRecordError("slurmctld knows no job %s (squeue --json)" % job_id)

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Licence-only Slurm reservations that take a service's licences out of scheduling while the service is down.
+"""The one reader of Slurm's licence and reservation records; licence-only reservations that take a service's
+licences out of scheduling while the service is down.
 
 A reservation ``flags=any_nodes users=root licenses=<name>:<count>,...`` holds licences no user job may be given:
 Slurm starts a job that asks for them only when enough remain outside the reservation, so such a job waits
@@ -9,12 +10,9 @@ manager's (module_utils/node/nam_hooks) all NAM and GCE licences while the manag
 """
 from __future__ import annotations
 
-import re
 import subprocess
 
 from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
-
-_RESERVATION_LICENSES = re.compile(r"(?:^|\s)Licenses=(\S*)")
 
 
 class ReservationError(Exception):
@@ -30,14 +28,32 @@ def scontrol_run(scontrol, *args):
     return proc.returncode, (proc.stdout + proc.stderr).strip()
 
 
+def parse_reservations(text):
+    """``scontrol [-o] show reservation`` → ``{name: {field: value}}``, the one reader of reservation records."""
+    return {fields["ReservationName"]: fields for fields in S.scontrol_records(text, "ReservationName")}
+
+
+def parse_licenses(text):
+    """``scontrol [-o] show licenses`` → ``{name: {total, used, free}}``, the one reader of licence records (a
+    licence without a whole Total is left out; Used defaults to 0, Free to what is not used)."""
+    out = {}
+    for fields in S.scontrol_records(text, "LicenseName"):
+        total, used, free = (fields.get(key, "") for key in ("Total", "Used", "Free"))
+        if total.isdigit():
+            used = int(used) if used.isdigit() else 0
+            out[fields["LicenseName"]] = {"total": int(total), "used": used,
+                                          "free": int(free) if free.isdigit() else max(int(total) - used, 0)}
+    return out
+
+
 def reserved_licenses(scontrol, name):
     """{licence: count} held by reservation ``name``; None when there is no such reservation."""
     code, out = scontrol_run(scontrol, "-o", "show", "reservation", name)
-    if code != 0 or "ReservationName=%s " % name not in out + " ":
+    fields = parse_reservations(out).get(name) if code == 0 else None
+    if fields is None:
         return None
-    m = _RESERVATION_LICENSES.search(out)
     try:
-        return S.parse_licenses(m.group(1) if m else "")
+        return S.parse_licenses(fields.get("Licenses", ""))
     except S.JobRecordError as exc:
         raise ReservationError("reservation %s: %s" % (name, exc)) from None
 
@@ -47,12 +63,7 @@ def license_totals(scontrol):
     code, out = scontrol_run(scontrol, "-o", "show", "licenses")
     if code != 0:
         raise ReservationError("%s -o show licenses: %s" % (scontrol, out or "exit status %d" % code))
-    totals = {}
-    for line in out.splitlines():
-        fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
-        if "LicenseName" in fields and fields.get("Total", "").isdigit():
-            totals[fields["LicenseName"]] = int(fields["Total"])
-    return totals
+    return {name: lic["total"] for name, lic in parse_licenses(out).items()}
 
 
 def sync_reservation(scontrol, name, wanted):

@@ -8,6 +8,8 @@ import re
 from ansible_collections.msa.hpc.plugins.module_utils._hostlist import HostlistError, expand
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import (
     LICENSE_GATEWAY, LICENSE_GCE, LICENSE_NAM, NAM_LICENSE_UNIT_NAME, parse_time)
+from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+from ansible_collections.msa.hpc.plugins.module_utils._slurm_resv import parse_licenses
 
 SCHEMA_VERSION = 1
 NO_VAL_LIMIT = 0xFFFFFFF0
@@ -294,18 +296,6 @@ def read_partitions(payload):
     return out
 
 
-_LICENSE = re.compile(r"LicenseName=(\S+)\s+Total=(\d+)\s+Used=(\d+)\s+Free=(\d+)")
-
-
-def parse_licenses(text):
-    """``scontrol -o show licenses`` → ``{name: {total, used, free}}``."""
-    out = {}
-    for match in _LICENSE.finditer(text or ""):
-        out[match.group(1)] = {"total": int(match.group(2)), "used": int(match.group(3)),
-                               "free": int(match.group(4))}
-    return out
-
-
 def read_licenses(payload):
     """``GET /slurm/v0.0.39+/licenses`` (``{"licenses": [{LicenseName, Total, Used, Free}]}``) → the same shape."""
     out = {}
@@ -322,14 +312,21 @@ def read_licenses(payload):
 def licenses_in_use(jobs):
     """``{licence: count}`` held by running jobs (``licenses`` of each job record of ``/jobs`` or squeue --json)."""
     used = {}
-    for job in (jobs or {}).get("jobs") or []:
+    try:
+        records = S.load_jobs(jobs or {}, "the job list", required=False)
+    except S.JobRecordError as exc:
+        raise SystemInfoError(str(exc)) from None
+    for job in records:
         state = job.get("job_state")
         state = state[0] if isinstance(state, list) and state else state
         if str(state).upper() not in ("RUNNING", "COMPLETING", "SUSPENDED"):
             continue
-        for item in _words(job.get("licenses")):
-            name, _sep, count = item.partition(":")
-            used[name] = used.get(name, 0) + (int(count) if count.isdigit() else 1)
+        try:
+            held = S.parse_licenses(job.get("licenses"))
+        except S.JobRecordError as exc:
+            raise SystemInfoError("job %s: %s" % (job.get("job_id"), exc)) from None
+        for name, count in held.items():
+            used[name] = used.get(name, 0) + count
     return used
 
 
@@ -441,7 +438,7 @@ def from_cli(run, partition_modules=None, fabric=None):
 def from_rest(call, license_totals=None, partition_modules=None, fabric=None):
     """Facts through slurmrestd; ``call(path)`` returns the decoded JSON of a GET (raising on failure) and None for
     a path the API does not have (HTTP 404)."""
-    from ansible_collections.msa.hpc.plugins.module_utils._slurmrest import API_VERSION
+    from ansible_collections.msa.hpc.plugins.module_utils.slurm.rest import API_VERSION
     nodes = call("/slurm/%s/nodes" % API_VERSION)
     parts = call("/slurm/%s/partitions" % API_VERSION)
     lic = call("/slurm/%s/licenses" % API_VERSION)   # v0.0.39 on; 22.05's v0.0.38 has none

@@ -353,10 +353,13 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.msa.hpc.plugins.module_utils._packjob import (
-    CliTransport, PackJobError, TransportError, all_ids, cancel_targets, choose, estimate_plan, fill_leader, find_ids,
-    plan, results, same_shape, validate)
-from ansible_collections.msa.hpc.plugins.module_utils._slurmrest import RestTransport, rest_argument_spec
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.cli import CliTransport
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import PackJobError, validate
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.modulelist import choose, same_shape
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.records import TransportError
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.render import estimate_plan, fill_leader, plan
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.rest import RestTransport, rest_argument_spec
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.results import all_ids, cancel_targets, find_ids, results
 
 _COMPONENT = dict(
     partition=dict(type="str"), module=dict(type="str"), nodes=dict(type="int", default=1),
@@ -427,7 +430,7 @@ def submit(transport, subs):
         for sub in subs:
             if sub["role"] == "delayed":
                 sub = fill_leader(sub, ids["leader"])
-            job_id = transport.submit(sub["argv"], sub["script"])
+            job_id = transport.submit(sub)
             submitted.append(job_id)
             done.append(dict(sub, job_id=job_id))
             if sub["role"] == "main":
@@ -523,7 +526,7 @@ def estimate(module, transport, spec, clock=None):
     answers = {}
     for sub in estimate_plan(spec):
         try:
-            answers[sub["components"][0]] = estimator.estimate(sub["argv"], sub["script"])
+            answers[sub["components"][0]] = estimator.estimate(sub)
         except TransportError as exc:
             answers[sub["components"][0]] = str(exc)
     chosen, ranking = choose(spec["module_list"], answers, (clock or time.time)())

@@ -120,9 +120,9 @@ system_info:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
-from ansible_collections.msa.hpc.plugins.module_utils._slurmrest import RestTransport, SlurmRestError, rest_argument_spec
 from ansible_collections.msa.hpc.plugins.module_utils._system_info import (
     SystemInfoError, fabric_from_emp, from_cli, from_rest, validate)
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.rest import RestTransport, SlurmRestError, rest_argument_spec
 
 
 def argument_spec():

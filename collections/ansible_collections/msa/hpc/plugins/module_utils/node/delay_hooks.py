@@ -23,7 +23,6 @@ fails a job start: a reservation that cannot be made is one log line, and the jo
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -32,6 +31,7 @@ import time
 
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
 from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+from ansible_collections.msa.hpc.plugins.module_utils import _slurm_resv as V
 
 RESERVATION_PREFIX = "msa_delay_"
 SHIFT_SECONDS = 60          # Algorithm 2: try the next minute when the nodes are taken at the asked time
@@ -174,13 +174,7 @@ def read_all(opts, run=subprocess.run):
         raise S.JobRecordError("cannot read the jobs with %s: %s" % (opts.squeue, exc)) from None
     if proc.returncode != 0:
         raise S.JobRecordError("cannot read the jobs with %s: %s" % (opts.squeue, proc.stderr.strip()[:300]))
-    try:
-        jobs = json.loads(proc.stdout).get("jobs")
-    except (ValueError, AttributeError) as exc:
-        raise S.JobRecordError("squeue --json: not JSON (%s)" % exc) from None
-    if not isinstance(jobs, list):
-        raise S.JobRecordError("squeue --json: no 'jobs' list")
-    return jobs
+    return S.load_jobs(proc.stdout)
 
 
 def find(jobs, job_id):
@@ -288,14 +282,15 @@ def epilog(env, opts, out, run=subprocess.run):
     return 0
 
 
-_RESERVATION_NAME = re.compile(r"(?:^|\s)ReservationName=(%s([1-9][0-9]{0,9}))(?=\s|$)" % RESERVATION_PREFIX)
+_RESERVATION_NAME = re.compile(r"^%s([1-9][0-9]{0,9})$" % RESERVATION_PREFIX)
 _WAITING = ("PENDING", "RUNNING", "CONFIGURING", "SUSPENDED", "COMPLETING", "REQUEUED", "RESIZING", "SIGNALING",
             "STAGE_OUT")
 
 
 def delay_reservations(text):
     """``{job id: reservation name}`` of the delay switch's reservations in ``scontrol -o show reservation``."""
-    return {m.group(2): m.group(1) for m in _RESERVATION_NAME.finditer(text or "")}
+    matches = (_RESERVATION_NAME.match(name) for name in V.parse_reservations(text))
+    return {m.group(1): m.group(0) for m in matches if m}
 
 
 def stale(reservations, jobs):

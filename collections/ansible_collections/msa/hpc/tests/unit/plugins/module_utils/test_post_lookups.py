@@ -8,7 +8,9 @@ from ansible_collections.msa.hpc.plugins.module_utils._gce import GceService
 from ansible_collections.msa.hpc.plugins.module_utils._nam import NamService
 from ansible_collections.msa.hpc.plugins.module_utils._redfish import Redfish
 from ansible_collections.msa.hpc.plugins.module_utils._rest import OutcomeUnknownError, RestClient
-from ansible_collections.msa.hpc.plugins.module_utils._slurmrest import RestTransport, SlurmRestError
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import validate
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.render import plan
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.rest import RestTransport, SlurmRestError
 from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.faulty_http import FaultyServer
 
 ALLOC = {"id": 9, "name": "scratch", "job": "42", "owner": "bob", "size": 1 << 20, "device": "nam01"}
@@ -64,14 +66,14 @@ def _squeue(*jobs):
                                    for i, n in jobs]}
 
 
-SCRIPT = "#!/bin/bash\n#SBATCH --job-name=relax\n#SBATCH --partition=cm\nsrun true\n"
+(SUB,) = plan(validate({"name": "relax", "components": [{"partition": "cm", "command": "true"}]}))
 
 
 def test_a_timed_out_job_submission_that_slurm_took_is_not_submitted_again(server):
     server.script = [("answer", 200, _squeue((5, "relax"))), "stall", ("answer", 200, _squeue((5, "relax"), (6, "relax")))]
     transport = RestTransport(server.url, "alice", "tok", timeout=1, retries=2)
     transport.client._sleep = lambda s: None
-    assert transport.submit(["sbatch", "--parsable"], SCRIPT) == 6
+    assert transport.submit(SUB) == 6
     assert methods(server) == ["GET", "POST", "GET"]
 
 
@@ -80,7 +82,7 @@ def test_a_lost_job_submission_that_slurm_did_not_take_is_sent_once_more(server)
                      ("answer", 200, {"errors": [], "job_id": 7})]
     transport = RestTransport(server.url, "alice", "tok", retries=2)
     transport.client._sleep = lambda s: None
-    assert transport.submit(["sbatch", "--parsable"], SCRIPT) == 7
+    assert transport.submit(SUB) == 7
     assert methods(server) == ["GET", "POST", "GET", "POST"]
 
 
@@ -89,7 +91,7 @@ def test_a_lost_job_submission_that_cannot_be_checked_is_reported_as_unknown(ser
     transport = RestTransport(server.url, "alice", "tok", retries=1)
     transport.client._sleep = lambda s: None
     with pytest.raises(SlurmRestError) as err:
-        transport.submit(["sbatch", "--parsable"], SCRIPT)
+        transport.submit(SUB)
     assert err.value.kind == "unknown" and "check squeue before trying again" in str(err.value)
     assert methods(server).count("POST") == 1 and "tok" not in str(err.value)
 

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.msa.hpc.plugins.module_utils import _nam, _packjob, _slurm_conf
+from ansible_collections.msa.hpc.plugins.module_utils import _nam, _slurm_conf
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import job as _job
 from ansible_collections.msa.hpc.plugins.module_utils._sizes import SizeError, format_size, parse_size
 
 
@@ -42,7 +43,7 @@ def test_zero_is_allowed_where_the_caller_says_so():
 
 def test_every_caller_uses_the_same_parser():
     # slurm_packjob (through _slurm_conf), nam_segment (through _nam) and slurm.conf licences agree on 100GB
-    assert _nam.parse_size("100GB") == _slurm_conf.parse_size("100GB") == _packjob.parse_size("100GB") == 100 << 30
+    assert _nam.parse_size("100GB") == _slurm_conf.parse_size("100GB") == _job.parse_size("100GB") == 100 << 30
     assert _nam.parse_size is parse_size and _nam.SizeError is SizeError
 
 

@@ -100,3 +100,39 @@ def test_a_hook_ends_in_one_line_and_its_failure_status_whatever_goes_wrong():
     assert S.run_hook("nam", "epilog", lambda: S.check_job_id("x"), 0, "x", err, (S.JobRecordError,)) == 0
     assert err.getvalue() == "nam epilog: job x: job id: 'x' is not a Slurm job id\n"
     assert S.run_hook("nam", "prolog", lambda: 0, 1, "7", err) == 0
+
+
+# --- the one reader of job records: squeue/sacct --json and scontrol text --------------------------------------------
+
+def test_load_jobs_reads_every_job_of_real_squeue_and_sacct_output():
+    jobs = S.load_jobs(TEXT)
+    assert len(jobs) == len(json.loads(TEXT)["jobs"]) and all(isinstance(j, dict) for j in jobs)
+    sacct = (FIXTURE.parent / "sacct_22.05_hetjob.json").read_text()
+    assert S.load_jobs(sacct, "sacct --json") == json.loads(sacct)["jobs"]
+    assert S.load_jobs(json.loads(TEXT)) == jobs   # slurmrestd's answer, already decoded
+
+
+@pytest.mark.parametrize("text,required,match", [
+    ("squeue: error: unrecognized option '--json'", True, "printed no JSON"),
+    ('{"errors": [{"error": "Invalid user", "error_number": 1}], "jobs": []}', True, "reported: Invalid user"),
+    ('{"errors": []}', True, "no 'jobs' list"),
+    ('[1, 2]', False, "no 'jobs' list")])
+def test_load_jobs_refuses_what_holds_no_jobs(text, required, match):
+    with pytest.raises(S.JobRecordError, match=match):
+        S.load_jobs(text, required=required)
+
+
+def test_load_jobs_without_a_required_list_reads_none_as_no_job():
+    assert S.load_jobs('{"errors": []}', required=False) == []
+    assert S.load_jobs('{"jobs": [7, {"job_id": 1}]}') == [{"job_id": 1}]
+
+
+def test_scontrol_records_splits_at_the_key_and_keeps_values_with_spaces_whole():
+    text = (FIXTURE.parent / "scontrol_show_job_22.05_hetjob.txt").read_text()
+    records = S.scontrol_records(text, "JobId")
+    assert [r["JobId"] for r in records] == ["1234", "1235"]
+    assert records[0]["UserId"] == "alice(1000)" and records[0]["JobState"] == "RUNNING"
+    one_line = S.scontrol_records("JobId=1 Comment=two words here JobState=PENDING\nJobId=2 JobState=RUNNING", "JobId")
+    assert one_line == [{"JobId": "1", "Comment": "two words here", "JobState": "PENDING"},
+                        {"JobId": "2", "JobState": "RUNNING"}]
+    assert S.scontrol_records("Before=1 JobId=3 Nodes=a\n Nodes=b", "JobId") == [{"JobId": "3", "Nodes": "a"}]

@@ -62,3 +62,34 @@ def test_a_refused_change_names_the_licences_and_the_reservation():
         mp.setattr(V, "scontrol_run", fake)
         with pytest.raises(V.ReservationError, match="cannot hold 64 nam licences in reservation r: Requested"):
             V.sync_reservation("scontrol", "r", {"nam": 64})
+
+
+# --- the readers of licence and reservation records ---------------------------------------------------------------
+
+FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures" / "slurm"
+
+
+def test_parse_licenses_reads_real_22_05_output_with_and_without_one_line_records():
+    text = (FIXTURES / "scontrol_show_licenses_22.05_dev2.txt").read_text()
+    expected = {"gateway": {"total": 2, "used": 0, "free": 2}, "gce": {"total": 1, "used": 0, "free": 1},
+                "nam": {"total": 7, "used": 0, "free": 7}}
+    assert V.parse_licenses(text) == expected
+    # without -o each field sits on its own indented line
+    blocks = "\n".join(line.replace(" Total", "\n    Total") for line in text.splitlines())
+    assert V.parse_licenses(blocks) == expected
+    assert V.parse_licenses(LICENSES)["nam"] == {"total": 64, "used": 3, "free": 61}
+
+
+def test_parse_licenses_leaves_out_what_has_no_total_and_fills_in_free():
+    assert V.parse_licenses("LicenseName=x Total=n/a\nLicenseName=y Total=4 Used=1") == {
+        "y": {"total": 4, "used": 1, "free": 3}}
+    assert V.parse_licenses("") == V.parse_licenses(None) == {}
+
+
+def test_parse_reservations_keeps_values_whole_and_keys_by_name():
+    other = RESV.replace("msa_nam_down", "msa_delay_42").replace("Licenses=gce*1,nam*64", "Licenses=(null)")
+    found = V.parse_reservations(RESV + "\n" + other + "\n")
+    assert sorted(found) == ["msa_delay_42", "msa_nam_down"]
+    assert found["msa_nam_down"]["Licenses"] == "gce*1,nam*64" and found["msa_nam_down"]["Flags"] == "ANY_NODES"
+    assert found["msa_delay_42"]["Licenses"] == "(null)" and found["msa_delay_42"]["Users"] == "root"
+    assert V.parse_reservations("No reservations in the system\n") == {}

@@ -11,7 +11,7 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.msa.hpc.plugins.modules import slurm_packjob
-from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.test_slurmrest import (  # noqa: F401  # pylint: disable=unused-import
+from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.slurm.test_slurmrest import (  # noqa: F401  # pylint: disable=unused-import
     TOKEN, FakeSlurmrestd, slurmrestd)
 
 JOB = {"name": "coupled", "components": [{"partition": "cm", "nodes": 1, "command": "hostname"},

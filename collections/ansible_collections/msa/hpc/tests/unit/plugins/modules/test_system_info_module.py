@@ -12,7 +12,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.msa.hpc.plugins.module_utils import _system_info as S
 from ansible_collections.msa.hpc.plugins.modules import system_info
-from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.test_slurmrest import (  # noqa: F401  # pylint: disable=unused-import
+from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.slurm.test_slurmrest import (  # noqa: F401  # pylint: disable=unused-import
     TOKEN, slurmrestd)
 from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.test_system_info import LICENSES, NODES, SCONTROL_PARTITIONS
 

@@ -7,8 +7,9 @@ import shlex
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils._packjob import (
-    CONTAINER_WRAPPER, PackJobError, container_command, estimate_plan, plan, validate)
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import (
+    CONTAINER_WRAPPER, PackJobError, container_command, validate)
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.render import estimate_plan, plan
 
 SYSTEM = {"partitions": {"cm": {"nodes": 2}, "esb": {"nodes": 4}, "dam": {"nodes": 2}}}
 

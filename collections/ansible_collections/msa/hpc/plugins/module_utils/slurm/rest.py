@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""slurm_packjob's REST transport: CliTransport's five methods over slurmrestd (openapi v0.0.38, dbv0.0.38)."""
+"""slurm_packjob's REST transport: CliTransport's methods over slurmrestd (openapi v0.0.38, dbv0.0.38).
+
+A submission's job description is built from the sbatch options render.plan derived from the job model, the pairs
+the batch script's #SBATCH lines are written from; the script itself is handed on as it is, never read back."""
 from __future__ import annotations
 
-import re
-import shlex
-
-from ansible_collections.msa.hpc.plugins.module_utils._packjob import (
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.records import (
     TransportError, parse_sacct_json, parse_squeue_json)
 from ansible_collections.msa.hpc.plugins.module_utils._rest import (
     NOT_DONE, RestClient, RestError, RestTransportError)
@@ -22,7 +22,7 @@ RETRY_STATUSES = (502, 503, 504)
 # job without one). The batch script exports the job's own variables on top.
 DEFAULT_ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
 
-# sbatch long options that slurm_packjob's plan() writes (argv and #SBATCH lines) → v0.0.38 job properties.
+# sbatch long options that render.plan writes (argv and each component's options) → v0.0.38 job properties.
 # slurmrestd runs each value through the parser sbatch uses for the option, so values are handed on as written.
 SBATCH_PROPERTIES = {
     "job-name": "name", "partition": "partition", "nodes": "nodes", "ntasks": "tasks",
@@ -33,8 +33,6 @@ SBATCH_PROPERTIES = {
 }
 # Options that only shape sbatch's own output; nothing to hand on.
 SBATCH_IGNORED = frozenset(("parsable",))
-
-_SBATCH_LINE = re.compile(r"^#SBATCH\s+(.*)$")
 
 
 class SlurmRestError(TransportError):
@@ -47,7 +45,7 @@ class SlurmRestError(TransportError):
         self.status = status
 
 
-# --- sbatch → job properties ---------------------------------------------------------------------------------------
+# --- job model → job properties ---------------------------------------------------------------------------------------
 
 def rest_argument_spec():
     """The slurmrestd options of the modules that can use it (documented in doc fragment msa.hpc.slurmrest)."""
@@ -64,23 +62,6 @@ def _options(words, where):
         name, _sep, value = word[2:].partition("=")
         out.append((name, value if _sep else True))
     return out
-
-
-def split_script(script):
-    """The #SBATCH options of a batch script, one list per heterogeneous component (``#SBATCH hetjob`` splits)."""
-    components = [[]]
-    for line in (script or "").splitlines():
-        match = _SBATCH_LINE.match(line.strip())
-        if not match:
-            if line.strip() and not line.startswith("#"):
-                break   # sbatch stops reading #SBATCH lines at the first command
-            continue
-        words = shlex.split(match.group(1))
-        if words == ["hetjob"] or words == ["packjob"]:
-            components.append([])
-            continue
-        components[-1].extend(words)
-    return components
 
 
 def job_properties(options, environment=None, chdir=None):
@@ -100,18 +81,19 @@ def job_properties(options, environment=None, chdir=None):
     return props
 
 
-def submission(argv, script, environment=None, chdir=None):
-    """The body of ``POST /slurm/v0.0.38/job/submit`` for one planned sbatch (argv from plan, script on stdin).
+def submission(sub, environment=None, chdir=None):
+    """The body of ``POST /slurm/v0.0.38/job/submit`` for one submission of render.plan: one job description per
+    heterogeneous component from its options, and the script as sbatch would get it on standard input.
 
-    Options on the command line win over the script's and apply to the first component, as with sbatch.
+    Options on the command line (``sub["argv"]``) win over the components' and apply to the first, as with sbatch.
     """
-    per_component = [_options(words, "#SBATCH line") for words in split_script(script)]
-    command_line = _options(list(argv[1:]), "sbatch argument")
+    per_component = [list(options) for options in sub["options"]]
+    command_line = _options(list(sub["argv"][1:]), "sbatch argument")
     first = dict(per_component[0])
     first.update(dict(command_line))
     per_component[0] = list(first.items())
     jobs = [job_properties(opts, environment, chdir) for opts in per_component]
-    body = {"script": script}
+    body = {"script": sub["script"]}
     if len(jobs) == 1:
         body["job"] = jobs[0]
     else:
@@ -146,7 +128,7 @@ def _generic(payload):
 
 
 class RestTransport:
-    """Slurm through slurmrestd: submit, jobs, history, cancel, as CliTransport offers them (no estimate:
+    """Slurm through slurmrestd: submit, jobs, history, cancel, as cli.CliTransport offers them (no estimate:
     v0.0.38 has no test-only submission).
 
     ``url`` is the API's base (``https://mgmt01:6820``); ``user`` and ``token`` travel as X-SLURM-USER-NAME and
@@ -212,11 +194,11 @@ class RestTransport:
         return SlurmRestError(self._scrub("slurmrestd at %s: %s failed (HTTP %s)%s" % (
             self.url, what, status, ": " + detail if detail else "")), kind="refused", status=status)
 
-    # The five methods of CliTransport.
-    def submit(self, argv, script):
-        """Submit one planned sbatch (argv from plan, the script with its #SBATCH lines); return the job id."""
-        body = submission(argv, script, self.environment, self.chdir)
-        name = (body.get("job") or (body.get("jobs") or [{}])[0]).get("name")
+    # The methods of CliTransport.
+    def submit(self, sub):
+        """Submit one submission of render.plan (its options, argv and script); return the job id."""
+        body = submission(sub, self.environment, self.chdir)
+        name = dict(sub["options"][0]).get("job-name")
         lookup = None
         if name:
             # The jobs of this name before the submission: one more after a lost answer is the job it made.

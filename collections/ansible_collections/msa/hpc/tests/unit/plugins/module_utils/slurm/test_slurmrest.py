@@ -11,12 +11,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _packjob as P
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient
-from ansible_collections.msa.hpc.plugins.module_utils._slurmrest import (
-    RestTransport, SlurmRestError, split_script, submission)
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import validate
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.records import (
+    TransportError, parse_sacct_json, parse_squeue_json)
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.render import fill_leader, plan
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.rest import RestTransport, SlurmRestError, submission
 
-FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "slurm"
+FIXTURES = pathlib.Path(__file__).parent.parent / "fixtures" / "slurm"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.alice-secret-part.signature"
 OTHER_TOKEN = "eyJhbGciOiJIUzI1NiJ9.bob-secret-part.signature"
 
@@ -99,8 +101,8 @@ HETJOB = {"name": "coupled", "gateways": 2, "nam": "1GiB", "components": [
 # --- sbatch plans as submissions -----------------------------------------------------------------------------------
 
 def test_a_heterogeneous_plan_becomes_one_submission_with_a_job_per_component():
-    (sub,) = P.plan(P.validate(HETJOB))
-    body = submission(sub["argv"], sub["script"])
+    (sub,) = plan(validate(HETJOB))
+    body = submission(sub)
     assert body["script"] == sub["script"] and "job" not in body
     first, second = body["jobs"]
     assert first["name"] == second["name"] == "coupled"
@@ -114,30 +116,53 @@ def test_a_heterogeneous_plan_becomes_one_submission_with_a_job_per_component():
 def test_command_line_options_apply_to_the_first_component_and_win():
     job = {"name": "w", "components": [{"partition": "esb", "command": "a"},
                                        {"partition": "dam", "command": "b", "delay": 5}]}
-    main, delayed = P.plan(P.validate(job))
-    body = submission(P.fill_leader(delayed, 42)["argv"], P.fill_leader(delayed, 42)["script"], chdir="/home/w")
-    assert body["job"]["dependency"] == "after:42+5"
+    main, delayed = plan(validate(job))
+    body = submission(fill_leader(delayed, 42), chdir="/home/w")
+    assert body["job"]["dependency"] == "after:42+5" and "delay_after=42" in body["job"]["comment"]
     assert body["job"]["partition"] == "dam" and body["job"]["current_working_directory"] == "/home/w"
-    assert "job" in submission(main["argv"], main["script"])
+    assert "job" in submission(main)
 
 
 def test_a_module_list_of_one_shape_is_one_job_with_the_partition_list_over_rest_too():
     job = {"name": "any", "module_list": [{"partition": "esb", "command": "a"}, {"partition": "cm", "command": "a"}]}
-    (sub,) = P.plan(P.validate(job))
-    body = submission(sub["argv"], sub["script"])
+    (sub,) = plan(validate(job))
+    body = submission(sub)
     assert body["job"]["partition"] == "esb,cm" and "begin_time" not in body["job"]
-    with pytest.raises(P.TransportError, match="--hold"):
-        submission(["sbatch", "--hold"], sub["script"])
+    with pytest.raises(TransportError, match="--hold"):
+        submission(dict(sub, argv=["sbatch", "--hold"]))
 
 
 def test_an_sbatch_option_without_a_rest_counterpart_is_refused_by_name():
-    with pytest.raises(P.TransportError, match="--exclusive"):
-        submission(["sbatch", "--exclusive"], "#!/bin/bash\nsrun true\n")
+    (sub,) = plan(validate({"name": "x", "components": [{"partition": "cm", "command": "true"}]}))
+    with pytest.raises(TransportError, match="--exclusive"):
+        submission(dict(sub, argv=["sbatch", "--exclusive"]))
 
 
-def test_sbatch_lines_after_the_first_command_are_not_options():
-    script = "#!/bin/bash\n#SBATCH --partition=cm\n#SBATCH hetjob\n#SBATCH --partition=esb\nsrun x\n#SBATCH --qos=y\n"
-    assert split_script(script) == [["--partition=cm"], ["--partition=esb"]]
+def test_the_job_description_comes_from_the_model_not_from_the_scripts_sbatch_lines():
+    # The script is handed on as it is; #SBATCH lines in it (or none) change no job property: no text round trip.
+    (sub,) = plan(validate(HETJOB))
+    edited = dict(sub, script="#!/bin/bash\n#SBATCH --partition=other\n#SBATCH --qos=y\nsrun x\n")
+    body, from_edited = submission(sub), submission(edited)
+    assert from_edited["script"] == edited["script"]
+    assert from_edited["jobs"] == body["jobs"]
+    assert {j["partition"] for j in body["jobs"]} == {"cm", "esb"} and all("qos" not in j for j in body["jobs"])
+
+
+def _planned(case):
+    subs = plan(validate(case["job"], case["system"]), chosen=case["chosen"])
+    return [fill_leader(sub, 42) if sub["role"] == "delayed" else sub for sub in subs]
+
+
+def test_every_body_built_from_the_model_is_the_one_the_old_script_parser_built():
+    # rest_bodies_from_split_script.json: for every job spec the unit tests validate (slurm_packjob and its
+    # module_utils, CLI and REST), the bodies the former split_script path (parsing the rendered #SBATCH lines)
+    # produced, captured before it was removed; delayed parts with leader 42, chdir /tmp.
+    cases = json.loads((FIXTURES / "rest_bodies_from_split_script.json").read_text())
+    assert len(cases) >= 40 and any("jobs" in b for c in cases for b in c["bodies"])
+    assert any(b.get("job", {}).get("dependency") for c in cases for b in c["bodies"])
+    for case in cases:
+        bodies = [submission(sub, None, "/tmp") for sub in _planned(case)]
+        assert bodies == case["bodies"], case["job"]
 
 
 # --- the transport against a slurmrestd stand-in -------------------------------------------------------------------
@@ -147,15 +172,15 @@ def test_records_over_rest_are_the_records_over_the_command_line(slurmrestd):
     sacct = (FIXTURES / "sacct_22.05_hetjob.json").read_text()
     FakeSlurmrestd.queue, FakeSlurmrestd.accounting = json.loads(squeue), json.loads(sacct)
     transport = _transport(slurmrestd)
-    assert transport.jobs() == P.parse_squeue_json(squeue)
-    assert transport.history([1234]) == P.parse_sacct_json(sacct)
-    users = {r["user"] for r in P.parse_squeue_json(squeue)}
+    assert transport.jobs() == parse_squeue_json(squeue)
+    assert transport.history([1234]) == parse_sacct_json(sacct)
+    users = {r["user"] for r in parse_squeue_json(squeue)}
     assert transport.jobs(user="nobody-here") == [] and users
 
 
 def test_submit_sends_the_user_and_token_headers_and_returns_the_job_id(slurmrestd):
-    (sub,) = P.plan(P.validate(HETJOB))
-    job_id = _transport(slurmrestd).submit(sub["argv"], sub["script"])
+    (sub,) = plan(validate(HETJOB))
+    job_id = _transport(slurmrestd).submit(sub)
     assert job_id == 710
     method, path, headers, body = FakeSlurmrestd.requests[-1]
     headers = {k.lower(): v for k, v in headers.items()}   # HTTP header names are case-insensitive
@@ -187,7 +212,7 @@ def test_a_refused_submission_reports_slurms_reason_not_the_credentials(slurmres
     transport = _transport(slurmrestd)
     transport.jobs()
     with pytest.raises(SlurmRestError) as info:
-        transport.submit(["sbatch", "--parsable"], "#!/bin/bash\n#SBATCH --partition=nope\nsrun true\n")
+        transport.submit(plan(validate({"name": "x", "components": [{"partition": "nope", "command": "true"}]}))[0])
     assert info.value.kind == "refused" and "Invalid partition name specified" in str(info.value)
     assert len([r for r in FakeSlurmrestd.requests if r[0] == "POST"]) == 1
 
