@@ -255,7 +255,7 @@ def test_the_prolog_refuses_more_than_the_licences_slurm_granted(manager, job, c
 
 
 def test_a_nam_license_counts_one_gib_when_the_comment_has_no_size(job):
-    from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+    from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
     from ansible_collections.msa.hpc.plugins.module_utils.node.nam_hooks import nam_request
     job(81, "msa:gw_num=2", "nam:3,gce:1")
     records = S.read_job("81")

@@ -36,7 +36,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler
 
-from ansible_collections.msa.hpc.plugins.module_utils._slurm_job import JobRecordError, check_job_id
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.jobs import JobRecordError, check_job_id
 from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer
 from msa_sim.psgwd import forward as fwd
 from msa_sim.psgwd import tunnel

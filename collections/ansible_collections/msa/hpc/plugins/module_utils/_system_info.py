@@ -8,8 +8,9 @@ import re
 from ansible_collections.msa.hpc.plugins.module_utils._hostlist import HostlistError, expand
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import (
     LICENSE_GATEWAY, LICENSE_GCE, LICENSE_NAM, NAM_LICENSE_UNIT_NAME, parse_time)
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
-from ansible_collections.msa.hpc.plugins.module_utils._slurm_resv import parse_licenses
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import nodes as N
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.reservations import parse_licenses
 
 SCHEMA_VERSION = 1
 NO_VAL_LIMIT = 0xFFFFFFF0
@@ -211,24 +212,16 @@ def gres_count(gres, name="gpu"):
     return total
 
 
-def _node_state(node):
-    """``(base state, flags)`` from v0.0.38 (``state`` + ``state_flags``) or a later list layout."""
-    raw = node.get("state")
-    words = _words(raw) if isinstance(raw, list) else [w for w in re.split(r"[+\s]+", str(raw or "")) if w]
-    flags = [str(f).upper() for f in (node.get("state_flags") or [])]
-    base = words[0].lower() if words else "unknown"
-    flags += [w.upper() for w in words[1:]]
-    return base, sorted(set(flags))
-
-
 def read_nodes(payload):
     """Node facts from ``sinfo --json``, ``scontrol show nodes --json`` or ``GET /slurm/v0.0.38/nodes``."""
-    nodes = payload.get("nodes") if isinstance(payload, dict) else None
-    if not isinstance(nodes, list):
-        raise SystemInfoError("the answer holds no node list (keys: %s)" % ", ".join(sorted(payload or {})))
+    try:
+        nodes = N.load_nodes(payload, "the nodes answer")
+    except N.NodeRecordError as exc:
+        raise SystemInfoError(str(exc)) from None
     out = []
     for node in nodes:
-        state, flags = _node_state(node)
+        state, flags = N.state(node)
+        flags = sorted(set(flags))
         gres = str(node.get("gres") or "")
         out.append({
             "name": str(node.get("name") or node.get("hostname")),
@@ -410,22 +403,16 @@ def build(nodes_payload, partitions_payload, licenses, source, cluster=None, par
 
 def from_cli(run, partition_modules=None, fabric=None):
     """Facts through Slurm's commands; ``run(argv)`` returns ``(rc, stdout, stderr)``."""
-    import json
-
     def command(argv):
         rc, out, err = run(argv)
         if rc != 0:
             raise SystemInfoError("%s failed (exit %s): %s" % (" ".join(argv), rc, (err or out or "").strip()[:300]))
         return out
 
-    def load(argv):
-        text = command(argv)
-        try:
-            return json.loads(text)
-        except ValueError as exc:
-            raise SystemInfoError("%s printed no JSON: %s" % (" ".join(argv), exc))
-
-    nodes = load(["sinfo", "--json"])   # the node list in the layout of GET /slurm/v0.0.38/nodes
+    try:   # the node list in the layout of GET /slurm/v0.0.38/nodes
+        nodes = {"nodes": N.load_nodes(command(["sinfo", "--json"]), "sinfo --json")}
+    except N.NodeRecordError as exc:
+        raise SystemInfoError(str(exc)) from None
     parts = parse_scontrol_partitions(command(["scontrol", "-o", "show", "partitions"]))
     licenses = parse_licenses(command(["scontrol", "-o", "show", "licenses"]))
     cluster = None

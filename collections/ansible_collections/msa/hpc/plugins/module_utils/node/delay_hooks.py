@@ -17,7 +17,7 @@ EpilogSlurmctld (Slurm runs it only for a job that had nodes), so ``sweep``, run
 on the controller, removes every ``msa_delay_<job>`` reservation whose job has ended or is gone, and cancels a reserved
 part still pending whose leader was cancelled (the backstop for a leader's epilog that did not do it). Every value
 read from a job is validated
-(module_utils/_slurm_job) before it goes into an scontrol command line, which is run without a shell. The hook never
+(module_utils/slurm/jobs) before it goes into an scontrol command line, which is run without a shell. The hook never
 fails a job start: a reservation that cannot be made is one log line, and the job starts when Slurm can place it.
 """
 from __future__ import annotations
@@ -30,8 +30,8 @@ import sys
 import time
 
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_resv as V
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import reservations as V
 
 RESERVATION_PREFIX = "msa_delay_"
 SHIFT_SECONDS = 60          # Algorithm 2: try the next minute when the nodes are taken at the asked time

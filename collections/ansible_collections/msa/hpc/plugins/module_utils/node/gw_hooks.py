@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PrologSlurmctld/EpilogSlurmctld of the MPI gateways and their health check (run as SlurmUser by msa-gw-hook).
 
-The prolog reads the job with ``squeue --json`` (module_utils/_slurm_job), takes its gateway count from the gateway licences Slurm
+The prolog reads the job with ``squeue --json`` (module_utils/slurm/jobs), takes its gateway count from the gateway licences Slurm
 granted it (``gw_num`` in the comment may ask fewer, never more), decodes the job's options (module_utils/_jobopts)
 and checks every one before anything is done: the routing strategy is a bare name of a built-in or a root-owned
 plugin, the routing file lies in the user's home or the job's working directory. It then probes the idle gateways'
@@ -28,8 +28,8 @@ from ansible_collections.msa.hpc.plugins.module_utils import _gw_paths as N
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_resv as V
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import reservations as V
 from ansible_collections.msa.hpc.plugins.module_utils.node import userfile as U
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
 

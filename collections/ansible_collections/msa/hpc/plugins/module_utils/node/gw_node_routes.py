@@ -30,7 +30,7 @@ import time
 
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_paths as N
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError, RestTransportError
 
 DEFAULT_STATE_DIR = "/run/msa-gw/routes"

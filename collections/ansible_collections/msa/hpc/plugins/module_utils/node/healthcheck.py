@@ -22,6 +22,8 @@ import os
 import subprocess
 import sys
 
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import nodes as N
+
 REASON_PREFIX = "msa-health: "
 # Slurm keeps a node's reason in full, but sinfo and operators read the first line: keep it short and readable.
 REASON_MAX = 200
@@ -190,14 +192,13 @@ def node_state(node, run=_run):
     if out.returncode != 0:
         raise CheckFailed("sinfo --nodes %s: %s" % (node, out.stderr.strip() or out.returncode))
     try:
-        nodes = json.loads(out.stdout)["nodes"]
-        record = next(n for n in nodes if n.get("name") == node)
-    except (ValueError, KeyError, TypeError, StopIteration):
-        raise CheckFailed("sinfo --nodes %s: no record of the node in its answer" % node) from None
-    state = record.get("state", "")
-    flags = record.get("state_flags") or []
-    state = "+".join([str(state).upper()] + [str(f).upper() for f in flags])
-    return state, record.get("reason") or ""
+        record = N.find(N.load_nodes(out.stdout, "sinfo --nodes %s --json" % node), node)
+    except N.NodeRecordError as exc:
+        raise CheckFailed(str(exc)) from None
+    if record is None:
+        raise CheckFailed("sinfo --nodes %s: no record of the node in its answer" % node)
+    base, flags = N.state(record)
+    return "+".join([base.upper()] + flags), record.get("reason") or ""
 
 
 def apply(node, action, reason, run=_run):

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PrologSlurmctld/EpilogSlurmctld of the NAM/GCE manager (run as SlurmUser by msa-nam-hook).
 
-The prolog reads the job with ``squeue --json`` (module_utils/_slurm_job) and allocates its NAM memory for the job's user as
+The prolog reads the job with ``squeue --json`` (module_utils/slurm/jobs) and allocates its NAM memory for the job's user as
 allocation ``slurm-<job>`` (or ``nam_name``). The size is the one the job's options ask (``nam_bytes`` written by
 msa.hpc.slurm_packjob, ``nam=100G`` written by hand; powers of 1024), else its ``nam`` licences (one per GiB); it is
 bounded by the licences Slurm granted the job, so the scheduler's accounting of the NAM holds: a size above them,
@@ -14,7 +14,7 @@ owner's next job, releases its GCE communicators, removes the token file, and al
 
 ``health`` (a timer on the controller runs it every few seconds) asks the manager's ``GET /health``. While the
 manager does not answer ok, the licence-only reservation ``msa_nam_down`` holds every ``nam`` and ``gce`` licence
-the cluster has (module_utils/_slurm_resv), so a NAM or GCE job waits (``Reason=Licenses``) instead of failing in
+the cluster has (module_utils/slurm/reservations), so a NAM or GCE job waits (``Reason=Licenses``) instead of failing in
 this prolog, and every other job runs; the reservation is removed when the manager answers again. The compute
 nodes are not drained for it: a central service being down is not a fault of theirs.
 """
@@ -25,8 +25,8 @@ import os
 import sys
 
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_resv as V
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import reservations as V
 from ansible_collections.msa.hpc.plugins.module_utils.node import userfile as U
 from ansible_collections.msa.hpc.plugins.module_utils._gce import GceService
 from ansible_collections.msa.hpc.plugins.module_utils._nam import ManagerError, NamService

@@ -7,7 +7,7 @@ import pwd
 import subprocess
 import sys
 
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
 from ansible_collections.msa.hpc.plugins.module_utils._jobopts import JobOptionError, check_path
 
 # The hooks run as SlurmUser. A job's routing file and error file belong to the job's user, so they are written by

@@ -1,2 +1,3 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Slurm from the controller: the job model, its scripts, the job records, and the CLI and REST transports."""
+"""Slurm: the job model, its scripts, the CLI and REST transports, and the one reader of each Slurm record (jobs,
+licences and reservations, nodes) that modules, filters and the on-node programs share."""

@@ -1,14 +1,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """slurm_packjob's job records: what sbatch, squeue/sacct --json (also slurmrestd's answers) and scontrol say.
 
-The JSON and ``scontrol`` text are read by module_utils/_slurm_job (the one reader of job records, shared with the
+The JSON and ``scontrol`` text are read by module_utils/slurm/jobs (the one reader of job records, shared with the
 controller's hooks); this file projects them onto the record slurm_packjob compares: job id, name, user, state,
 heterogeneous id and offset, nodes, exit code and signal, partition, comment."""
 from __future__ import annotations
 
 import re
 
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
 
 ACTIVE_STATES = frozenset(("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "RESIZING", "REQUEUED",
                            "REQUEUE_FED", "REQUEUE_HOLD", "SIGNALING", "STAGE_OUT", "STOPPED", "SPECIAL_EXIT"))
@@ -115,7 +115,7 @@ def parse_sacct_json(text):
 
 
 def parse_scontrol_show_job(text):
-    """Job records from ``scontrol show job [-d]`` (read with _slurm_job.scontrol_records)."""
+    """Job records from ``scontrol show job [-d]`` (read with jobs.scontrol_records)."""
     out = []
     for fields in S.scontrol_records(text, "JobId"):
         user = re.sub(r"\(\d+\)$", "", fields.get("UserId", ""))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_resv as V
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import reservations as V
 
 # `scontrol -o show licenses` of Slurm 22.05 on a simulated system
 LICENSES = ("LicenseName=gateway Total=2 Used=0 Free=2 Reserved=0 Remote=no\n"
@@ -66,7 +66,7 @@ def test_a_refused_change_names_the_licences_and_the_reservation():
 
 # --- the readers of licence and reservation records ---------------------------------------------------------------
 
-FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures" / "slurm"
+FIXTURES = __import__("pathlib").Path(__file__).parents[1] / "fixtures" / "slurm"
 
 
 def test_parse_licenses_reads_real_22_05_output_with_and_without_one_line_records():

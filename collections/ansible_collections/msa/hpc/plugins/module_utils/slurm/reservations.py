@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import subprocess
 
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
 
 
 class ReservationError(Exception):

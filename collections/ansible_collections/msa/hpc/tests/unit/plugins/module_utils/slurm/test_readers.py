@@ -8,9 +8,10 @@ import pathlib
 
 import pytest
 
-PLUGINS = pathlib.Path(__file__).resolve().parents[4] / "plugins"
-JOBS_READER = "module_utils/_slurm_job.py"          # load_jobs, scontrol_records
-RECORDS_READER = "module_utils/_slurm_resv.py"      # parse_licenses, parse_reservations
+PLUGINS = pathlib.Path(__file__).resolve().parents[5] / "plugins"
+JOBS_READER = "module_utils/slurm/jobs.py"          # load_jobs, scontrol_records
+RECORDS_READER = "module_utils/slurm/reservations.py"  # parse_licenses, parse_reservations
+NODES_READER = "module_utils/slurm/nodes.py"  # load_nodes, state
 SCONTROL_FIELDS = ("LicenseName", "ReservationName", "Licenses=", "JobId=", "Total=")
 
 
@@ -67,7 +68,8 @@ def test_the_job_list_of_squeue_and_sacct_json_is_read_in_one_file():
 
 
 @pytest.mark.parametrize("function,home", [("load_jobs", JOBS_READER), ("scontrol_records", JOBS_READER),
-                                           ("parse_licenses", None), ("parse_reservations", RECORDS_READER)])
+                                           ("parse_licenses", None), ("parse_reservations", RECORDS_READER),
+                                           ("load_nodes", NODES_READER), ("state", NODES_READER)])
 def test_each_reader_is_defined_once(function, home):
     homes = sorted(name for name, tree in TREES.items() if function in _defines(tree))
     # parse_licenses: the licence records (scontrol show licenses) and a job's licence string (name:count,…)
@@ -91,9 +93,11 @@ def test_no_regular_expression_outside_the_readers_picks_scontrol_fields():
 @pytest.mark.parametrize("site,calls,decodes", [
     ("slurm/records", {"S.load_jobs", "S.scontrol_records"}, False),
     ("delay_hooks", {"S.load_jobs", "V.parse_reservations"}, False),
-    # system_info decodes sinfo --json (nodes) itself; jobs and licences through the readers
-    ("_system_info", {"S.load_jobs", "S.parse_licenses", "parse_licenses"}, True),
-    ("_slurm_resv", {"S.scontrol_records", "S.parse_licenses"}, False),
+    # system_info: jobs, licences and nodes through the readers
+    ("_system_info", {"S.load_jobs", "S.parse_licenses", "parse_licenses", "N.load_nodes", "N.state"}, False),
+    ("reservations", {"S.scontrol_records", "S.parse_licenses"}, False),
+    # the health check reads its own node's state from sinfo --json through the node reader
+    ("healthcheck", {"N.load_nodes", "N.state", "N.find"}, False),
 ])
 def test_every_former_parser_site_calls_the_shared_reader(site, calls, decodes):
     made = _calls(TREES[_site(site)])

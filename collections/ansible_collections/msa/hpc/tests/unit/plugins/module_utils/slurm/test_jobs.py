@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_job as S
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
 
-FIXTURE = pathlib.Path(__file__).parent / "fixtures/slurm/squeue_json_22.05_all_states.json"
+FIXTURE = pathlib.Path(__file__).parents[1] / "fixtures/slurm/squeue_json_22.05_all_states.json"
 TEXT = FIXTURE.read_text()
 
 
