@@ -248,7 +248,7 @@ class ChassisMixin:
                 "Name": "Log Entry %s" % entry["EventId"], "EntryType": "Event", "Severity": entry["Severity"],
                 "Created": entry["EventTimestamp"], "Message": entry["Message"], "MessageId": entry["MessageId"],
                 "MessageArgs": entry["MessageArgs"],
-                "OriginOfCondition": entry["OriginOfCondition"]}
+                "Links": {"OriginOfCondition": entry["OriginOfCondition"]}}
 
     def get_log_entries(self, **_):
         entries = [self._log_entry(e) for e in list(self.event_log)]
