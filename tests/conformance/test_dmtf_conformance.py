@@ -5,6 +5,7 @@ Validator (every resource against the DMTF CSDL bundle in ../shared/redfish-csdl
 any FAIL fails the test, and so does any service validator WARN not listed in EXPECTED_WARNINGS."""
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import re
@@ -16,6 +17,8 @@ import pytest
 from msa_sim.bmc import testing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# to the worker's stderr: pytest-xdist (make unit) shows no worker's stdout, even with capture disabled
+_say = functools.partial(print, file=sys.stderr)
 ROOT = os.path.dirname(os.path.dirname(HERE))
 # the csdl/ folder of DMTF/Redfish-Publications 2025.4, beside the clone (the project carries no copy);
 # REDFISH_CSDL names another place (a git worktree has no ../shared of its own)
@@ -73,6 +76,14 @@ def bmc(tmp_path_factory):
     service.stop()
 
 
+def _table_counts(out, tool):
+    """PASS, WARN, FAIL, NOT TESTED from the summary table the use case checkers and the service validator print."""
+    table = re.search(r"PASS\s*\|\s*WARN\s*\|\s*FAIL\s*\|\s*NOT TESTED\s*\|\s*\n[+-]+\n\|\s*(\d+)\s*\|\s*(\d+)\s*\|"
+                      r"\s*(\d+)\s*\|\s*(\d+)\s*\|", out)
+    assert table, "%s printed no summary:\n%s" % (tool, out[-3000:])
+    return tuple(int(n) for n in table.groups())
+
+
 def _run(args, cwd):
     proc = subprocess.run([sys.executable] + args, cwd=cwd, capture_output=True, text=True, timeout=900)
     return proc.stdout + proc.stderr
@@ -95,16 +106,16 @@ def test_redfish_protocol_validator_finds_no_failure(bmc, capsys):
     untested_rows = [r for r in rows if len(r) > 5 and r[4] == "NOT_TESTED"]
     unexplained = [r for r in untested_rows if not any(r[0].startswith(k) for k in EXPECTED_NOT_TESTED)]
     with capsys.disabled():
-        print("\nredfish-protocol-validator: PASS %d, WARN %d, FAIL %d, NOT_TESTED %d" % (
+        _say("\nredfish-protocol-validator: PASS %d, WARN %d, FAIL %d, NOT_TESTED %d" % (
             passed, warned, failed, untested))
         for row in problems:
-            print("  %s %s %s %s: %s" % (row[4], row[0], row[1], row[3], row[5]))
+            _say("  %s %s %s %s: %s" % (row[4], row[0], row[1], row[3], row[5]))
         for prefix, reason in EXPECTED_NOT_TESTED.items():
             count = sum(1 for r in untested_rows if r[0].startswith(prefix))
             if count:
-                print("  NOT_TESTED %-40s x%d: %s" % (prefix, count, reason))
+                _say("  NOT_TESTED %-40s x%d: %s" % (prefix, count, reason))
         for row in unexplained:
-            print("  NOT_TESTED (unexplained) %s %s: %s" % (row[0], row[3], row[5]))
+            _say("  NOT_TESTED (unexplained) %s %s: %s" % (row[0], row[3], row[5]))
     assert failed == 0, "the protocol validator failed %d assertions (listed above)" % failed
     assert passed >= 300, "only %d assertions passed: the validator did not reach the service" % passed
     assert not unexplained, "NOT_TESTED assertions without a stated reason: %s" % [r[0] for r in unexplained]
@@ -114,22 +125,19 @@ def test_redfish_use_case_checkers_find_no_failure(bmc, capsys):
     _tool("redfish_use_case_checkers")
     out = _run([os.path.join(HERE, "rucc_verified.py"), "--ca-bundle", bmc["ca"], "--rhost", bmc["url"], "-u",
                 "admin", "-p", USERS["admin"][0], "--report-dir", os.path.join(bmc["dir"], "rucc")], bmc["dir"])
-    table = re.search(r"PASS\s*\|\s*WARN\s*\|\s*FAIL\s*\|\s*NOT TESTED\s*\|\s*\n[+-]+\n\|\s*(\d+)\s*\|\s*(\d+)\s*\|"
-                      r"\s*(\d+)\s*\|\s*(\d+)\s*\|", out)
-    assert table, "the use case checkers printed no summary:\n" + out[-3000:]
-    passed, warned, failed, untested = (int(n) for n in table.groups())
+    passed, warned, failed, untested = _table_counts(out, "the use case checkers")
     logs = glob.glob(os.path.join(bmc["dir"], "rucc", "*", "*.log"))
     lines = []
     for path in logs:
         with open(path, encoding="utf-8") as handle:
             lines += handle.read().splitlines()
     with capsys.disabled():
-        print("\nredfish-use-case-checkers: PASS %d, WARN %d, FAIL %d, NOT TESTED %d" % (
+        _say("\nredfish-use-case-checkers: PASS %d, WARN %d, FAIL %d, NOT TESTED %d" % (
             passed, warned, failed, untested))
         for index, line in enumerate(lines):
             if " - ERROR - " in line or " - WARNING - " in line:
-                print("  " + " | ".join(lines[max(0, index - 2):index + 1])[-400:])
-        print("  NOT TESTED: query parameters ($filter, $select, $expand, only) are not offered "
+                _say("  " + " | ".join(lines[max(0, index - 2):index + 1])[-400:])
+        _say("  NOT TESTED: query parameters ($filter, $select, $expand, only) are not offered "
               "(ProtocolFeaturesSupported false); enabling an enabled account and clearing a password-change "
               "requirement nobody set are skipped by the tool; VLANs and IPv6 gateways do not exist here")
     assert failed == 0, "the use case checkers failed %d checks (ERROR lines above)" % failed
@@ -170,10 +178,7 @@ def test_redfish_service_validator_finds_no_failure_and_no_warning(bmc, capsys):
     out = _run([os.path.join(HERE, "rsv_verified.py"), "--ca-bundle", bmc["ca"], "--rhost", bmc["url"], "-u",
                 "admin", "-p", USERS["admin"][0], "--authtype", "Session", "--schema_directory",
                 _csdl_with_oem(bmc["dir"]), "--skipschema", "--logdir", logdir], bmc["dir"])
-    table = re.search(r"PASS\s*\|\s*WARN\s*\|\s*FAIL\s*\|\s*NOT TESTED\s*\|\s*\n[+-]+\n\|\s*(\d+)\s*\|\s*(\d+)\s*\|"
-                      r"\s*(\d+)\s*\|\s*(\d+)\s*\|", out)
-    assert table, "the service validator printed no summary:\n" + out[-3000:]
-    passed, warned, failed, untested = (int(n) for n in table.groups())
+    passed, warned, failed, untested = _table_counts(out, "the service validator")
     lines = []
     for path in glob.glob(os.path.join(logdir, "*", "RedfishServiceValidatorDebug_*.log")):
         with open(path, encoding="utf-8") as handle:
@@ -182,11 +187,11 @@ def test_redfish_service_validator_finds_no_failure_and_no_warning(bmc, capsys):
     unexpected = [p for p in problems if p[0] == "FAIL" or (p[1], p[2]) not in EXPECTED_WARNINGS]
     stale = [key for key in EXPECTED_WARNINGS if not any((p[1], p[2]) == key for p in problems)]
     with capsys.disabled():
-        print("\nredfish-service-validator: PASS %d, WARN %d, FAIL %d, NOT TESTED %d" % (
+        _say("\nredfish-service-validator: PASS %d, WARN %d, FAIL %d, NOT TESTED %d" % (
             passed, warned, failed, untested))
         for kind, resource, prop, text in problems:
             reason = EXPECTED_WARNINGS.get((resource, prop)) if kind == "WARN" else None
-            print("  %s %s %s %s%s" % (kind, resource, prop, text[:300],
+            _say("  %s %s %s %s%s" % (kind, resource, prop, text[:300],
                                        "\n      expected: " + reason if reason else ""))
     assert failed == 0, "the service validator failed %d checks (FAIL lines above)" % failed
     assert len([p for p in problems if p[0] == "WARN"]) == warned, "WARN lines in the log do not match the count"

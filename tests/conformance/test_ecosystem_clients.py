@@ -4,6 +4,7 @@ redfish_command / redfish_config / redfish_info (every command, info with comman
 the venv's ansible-playbook, OpenStack's sushy and the DMTF redfish library."""
 from __future__ import annotations
 
+import functools
 import http.server
 import json
 import os
@@ -19,6 +20,8 @@ from msa_sim.bmc import testing
 from msa_sim.bmc.update import make_image
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# to the worker's stderr: pytest-xdist (make unit) shows no worker's stdout, even with capture disabled
+_say = functools.partial(print, file=sys.stderr)
 USERS = {"admin": ("Adm1n-pass", "Administrator"), "ops": ("0ps-passw", "Operator"),
          "viewer": ("v1ew-pass", "ReadOnly")}
 # redfish_info commands that read vendor OEM extensions this BMC does not have (and must not fake)
@@ -79,10 +82,10 @@ def test_community_general_redfish_modules_work_on_every_category(served, capsys
                 (oem if key in OEM_ONLY else not_ok).append("%s/%s: %s" % (result["item"], key, facts.get("msg")))
     info = {r["item"]: r["redfish_facts"] for r in results["info"]}
     with capsys.disabled():
-        print("\nredfish_info command=all: %d categories (%s), %d commands answered" % (
+        _say("\nredfish_info command=all: %d categories (%s), %d commands answered" % (
             len(categories), ", ".join(categories), sum(len(f) for f in info.values())))
         for line in oem:
-            print("  vendor-only, not offered: %s (%s)" % (line, OEM_ONLY[line.split("/")[1].split(":")[0]]))
+            _say("  vendor-only, not offered: %s (%s)" % (line, OEM_ONLY[line.split("/")[1].split(":")[0]]))
     assert categories == ["Systems", "Chassis", "Accounts", "Sessions", "Update", "Manager", "Service"]
     assert not not_ok, "\n".join(not_ok)
     firmware = {e["Id"]: e["Version"] for e in info["Update"]["firmware"]["entries"]}
