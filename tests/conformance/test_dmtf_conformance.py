@@ -5,7 +5,6 @@ Validator (every resource against the DMTF CSDL bundle in ../shared/redfish-csdl
 any FAIL fails the test, and so does any service validator WARN not listed in EXPECTED_WARNINGS."""
 from __future__ import annotations
 
-import functools
 import glob
 import os
 import re
@@ -17,8 +16,6 @@ import pytest
 from msa_sim.bmc import testing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# to the worker's stderr: pytest-xdist (make unit) shows no worker's stdout, even with capture disabled
-_say = functools.partial(print, file=sys.stderr)
 ROOT = os.path.dirname(os.path.dirname(HERE))
 # the csdl/ folder of DMTF/Redfish-Publications 2025.4, beside the clone (the project carries no copy);
 # REDFISH_CSDL names another place (a git worktree has no ../shared of its own)
@@ -65,6 +62,11 @@ def _tool(module):
     except ImportError:
         pytest.fail("%s is not installed: run `pip install -r requirements.txt` (it pins the DMTF tools)" % module)
 
+
+
+def _say(text):
+    """Print to the stderr of the moment (capture disabled): pytest-xdist (make unit) shows no worker's stdout."""
+    print(text, file=sys.stderr)
 
 @pytest.fixture(scope="module")
 def bmc(tmp_path_factory):

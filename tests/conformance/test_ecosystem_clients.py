@@ -4,7 +4,6 @@ redfish_command / redfish_config / redfish_info (every command, info with comman
 the venv's ansible-playbook, OpenStack's sushy and the DMTF redfish library."""
 from __future__ import annotations
 
-import functools
 import http.server
 import json
 import os
@@ -20,14 +19,17 @@ from msa_sim.bmc import testing
 from msa_sim.bmc.update import make_image
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# to the worker's stderr: pytest-xdist (make unit) shows no worker's stdout, even with capture disabled
-_say = functools.partial(print, file=sys.stderr)
 USERS = {"admin": ("Adm1n-pass", "Administrator"), "ops": ("0ps-passw", "Operator"),
          "viewer": ("v1ew-pass", "ReadOnly")}
 # redfish_info commands that read vendor OEM extensions this BMC does not have (and must not fake)
 OEM_ONLY = {"hpe_thermal_config": "HPE iLO Oem.Hpe.ThermalConfiguration",
             "hpe_fan_percent_min": "HPE iLO Oem.Hpe.FanPercentMinimum"}
 
+
+
+def _say(text):
+    """Print to the stderr of the moment (capture disabled): pytest-xdist (make unit) shows no worker's stdout."""
+    print(text, file=sys.stderr)
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
