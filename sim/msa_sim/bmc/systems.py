@@ -73,8 +73,7 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
             "Id": conf["system_id"], "Name": conf["hostname"], "SystemType": "Physical",
             "Manufacturer": conf["manufacturer"], "Model": conf["model"], "SerialNumber": conf["serial"],
             "SKU": conf["sku"], "UUID": conf["uuid"], "HostName": conf["hostname"],
-            "BiosVersion": self.firmware_versions()["BIOS"], "PowerState": state,
-            "Status": status,
+            "BiosVersion": self.firmware_versions()["BIOS"], "PowerState": state, "Status": status,
             "Boot": {"BootSourceOverrideEnabled": row["boot_enabled"],
                      "BootSourceOverrideEnabled@Redfish.AllowableValues": list(BOOT_ENABLED),
                      "BootSourceOverrideTarget": row["boot_target"],
@@ -100,8 +99,9 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
                 "@Redfish.ActionInfo": self.sys_path + "/ResetActionInfo"},
                 "#ComputerSystem.SetDefaultBootOrder": {
                     "target": self.sys_path + "/Actions/ComputerSystem.SetDefaultBootOrder"}},
-            "Oem": {"MsaBmc": {"@odata.type": "#MsaBmc.v1_0_0.ComputerSystem", "Container": conf["container"],
-                               "Boots": row["boots"], "LastBootSourceOverrideTarget": row["last_boot_target"], "BackendError": oem_error}},
+            "Oem": {"MsaBmc": {"@odata.type": "#MsaBmc.v1_0_0.ComputerSystem",  # schema/MsaBmc_v1.xml
+                               "Container": conf["container"], "Boots": row["boots"],
+                               "LastBootSourceOverrideTarget": row["last_boot_target"], "BackendError": oem_error}},
         }
         if row["last_reset"] is not None:  # unknown until the BMC sees a boot: omitted (the schema allows no null)
             body["LastResetTime"] = R.iso(row["last_reset"])
