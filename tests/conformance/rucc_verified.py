@@ -11,19 +11,25 @@ import functools
 import sys
 
 import redfish
-from redfish_use_case_checkers import console_scripts
 
 
-def main(argv):
+def launch(argv, name, console_main):
+    """Run a DMTF tool's ``console_main`` as ``name`` with every ``redfish`` client it makes given the CA of
+    ``--ca-bundle`` (taken out of ``argv``); without that option nothing runs."""
     argv = list(argv)
     if "--ca-bundle" not in argv:
-        sys.exit("rucc_verified: --ca-bundle is required (the checkers must verify the BMC's certificate)")
+        sys.exit("%s: --ca-bundle is required (the tool must verify the BMC's certificate)" % name)
     at = argv.index("--ca-bundle")
     cafile = argv[at + 1]
     del argv[at:at + 2]
     redfish.redfish_client = functools.partial(redfish.redfish_client, cafile=cafile)
-    sys.argv = ["rf_use_case_checkers"] + argv
-    console_scripts.main()
+    sys.argv = [name] + argv
+    console_main()
+
+
+def main(argv):
+    from redfish_use_case_checkers import console_scripts
+    launch(argv, "rf_use_case_checkers", console_scripts.main)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,11 @@ OEM_ONLY = {"hpe_thermal_config": "HPE iLO Oem.Hpe.ThermalConfiguration",
             "hpe_fan_percent_min": "HPE iLO Oem.Hpe.FanPercentMinimum"}
 
 
+
+def _say(text):
+    """Print to the stderr of the moment (capture disabled): pytest-xdist (make unit) shows no worker's stdout."""
+    print(text, file=sys.stderr)
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """One BMC, and an HTTPS server (same CA) holding a simulated BMC firmware image for SimpleUpdate."""
@@ -79,10 +84,10 @@ def test_community_general_redfish_modules_work_on_every_category(served, capsys
                 (oem if key in OEM_ONLY else not_ok).append("%s/%s: %s" % (result["item"], key, facts.get("msg")))
     info = {r["item"]: r["redfish_facts"] for r in results["info"]}
     with capsys.disabled():
-        print("\nredfish_info command=all: %d categories (%s), %d commands answered" % (
+        _say("\nredfish_info command=all: %d categories (%s), %d commands answered" % (
             len(categories), ", ".join(categories), sum(len(f) for f in info.values())))
         for line in oem:
-            print("  vendor-only, not offered: %s (%s)" % (line, OEM_ONLY[line.split("/")[1].split(":")[0]]))
+            _say("  vendor-only, not offered: %s (%s)" % (line, OEM_ONLY[line.split("/")[1].split(":")[0]]))
     assert categories == ["Systems", "Chassis", "Accounts", "Sessions", "Update", "Manager", "Service"]
     assert not not_ok, "\n".join(not_ok)
     firmware = {e["Id"]: e["Version"] for e in info["Update"]["firmware"]["entries"]}

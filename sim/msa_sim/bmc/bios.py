@@ -161,7 +161,7 @@ class BiosMixin:
 
     def post_volume(self, data, **_):
         R.check_keys(data, ("Name", "DisplayName", "RAIDType", "Links", "CapacityBytes", "InitializeMethod"))
-        disk = self.sys_path + "/Storage/1/Drives/Disk0"
+        disk = self.disk_path()
         if data.get("RAIDType", "None") != "None":
             raise R.value_not_in_list(data["RAIDType"], "RAIDType", ["None"])
         drives = [d.get("@odata.id") for d in (data.get("Links") or {}).get("Drives") or [] if isinstance(d, dict)]

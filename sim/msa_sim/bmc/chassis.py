@@ -57,6 +57,7 @@ class ChassisMixin:
                               "Power": R.link(self.chassis_path + "/Power"),
                               "Thermal": R.link(self.chassis_path + "/Thermal"),
                               "IndicatorLED": self.settings().get("chassis_led", "Off"),
+                              "Drives": R.link(self.chassis_path + "/Drives"),
                               "Actions": {"#Chassis.Reset": {
                                   "target": self.chassis_path + "/Actions/Chassis.Reset",
                                   "ResetType@Redfish.AllowableValues": ["On", "ForceOff", "PowerCycle"]}},
@@ -99,7 +100,9 @@ class ChassisMixin:
                               "NetworkProtocol": R.link(self.manager_path + "/NetworkProtocol"),
                               "EthernetInterfaces": R.link(self.manager_path + "/EthernetInterfaces"),
                               "LogServices": R.link(self.manager_path + "/LogServices"),
-                              "VirtualMedia": R.link(self.manager_path + "/VirtualMedia"),
+                              # deprecated here, kept for clients that look under the Manager (community.general's
+                              # Manager VirtualMediaInsert): the same media, which live under the System
+                              "VirtualMedia": R.link(self.sys_path + "/VirtualMedia"),
                               "HostInterfaces": R.link(self.manager_path + "/HostInterfaces"),
                               "Actions": {"#Manager.Reset": {
                                   "target": self.manager_path + "/Actions/Manager.Reset",
@@ -245,7 +248,7 @@ class ChassisMixin:
                 "Name": "Log Entry %s" % entry["EventId"], "EntryType": "Event", "Severity": entry["Severity"],
                 "Created": entry["EventTimestamp"], "Message": entry["Message"], "MessageId": entry["MessageId"],
                 "MessageArgs": entry["MessageArgs"],
-                "OriginOfCondition": entry["OriginOfCondition"]}
+                "Links": {"OriginOfCondition": entry["OriginOfCondition"]}}
 
     def get_log_entries(self, **_):
         entries = [self._log_entry(e) for e in list(self.event_log)]

@@ -23,15 +23,17 @@ class InventoryMixin:
 
     def inventory_routes(self):
         s, m = re.escape(self.sys_path), re.escape(self.manager_path)
-        vm = m + r"/VirtualMedia/CD1"
+        vm = s + r"/VirtualMedia/CD1"
+        c = re.escape(self.chassis_path)
         r = re.escape(REGISTRIES)
         return [
             (s + r"/Storage", {"GET": (self.get_storage, "Login")}),
             (s + r"/Storage/1", {"GET": (self.get_storage_member, "Login")}),
             (s + r"/Storage/1/Controllers", {"GET": (self.get_controllers, "Login")}),
             (s + r"/Storage/1/Controllers/0", {"GET": (self.get_controller, "Login")}),
-            (s + r"/Storage/1/Drives/Disk0", {"GET": (self.get_drive, "Login")}),
-            (m + r"/VirtualMedia", {"GET": (self.get_virtual_media, "Login")}),
+            (c + r"/Drives", {"GET": (self.get_drives, "Login")}),
+            (c + r"/Drives/Disk0", {"GET": (self.get_drive, "Login")}),
+            (s + r"/VirtualMedia", {"GET": (self.get_virtual_media, "Login")}),
             (vm, {"GET": (self.get_media, "Login"), "PATCH": (self.patch_media, "ConfigureManager")}),
             (vm + r"/Actions/VirtualMedia\.InsertMedia", {"POST": (self.post_insert_media, "ConfigureManager")}),
             (vm + r"/Actions/VirtualMedia\.EjectMedia", {"POST": (self.post_eject_media, "ConfigureManager")}),
@@ -54,7 +56,7 @@ class InventoryMixin:
     def get_storage_member(self, **_):
         return Response(200, {"@odata.type": "#Storage.v1_15_0.Storage", "@odata.id": self._storage(), "Id": "1",
                               "Name": "Local Storage", "Controllers": R.link(self._storage() + "/Controllers"),
-                              "Drives": [R.link(self._storage() + "/Drives/Disk0")],
+                              "Drives": [R.link(self.disk_path())],
                               "Volumes": R.link(self._storage() + "/Volumes"),
                               "Status": {"State": "Enabled", "Health": "OK", "HealthRollup": "OK"}})
 
@@ -70,8 +72,16 @@ class InventoryMixin:
                               "SupportedDeviceProtocols": ["SATA"],
                               "Status": {"State": "Enabled", "Health": "OK"}})
 
+    def disk_path(self):
+        """The one drive, under the Chassis that holds it (a drive under Storage is a deprecated URI)."""
+        return self.chassis_path + "/Drives/Disk0"
+
+    def get_drives(self, **_):
+        return Response(200, R.collection("DriveCollection", self.chassis_path + "/Drives", "Drives",
+                                          [self.disk_path()]))
+
     def get_drive(self, **_):
-        return Response(200, {"@odata.type": "#Drive.v1_17_0.Drive", "@odata.id": self._storage() + "/Drives/Disk0",
+        return Response(200, {"@odata.type": "#Drive.v1_17_0.Drive", "@odata.id": self.disk_path(),
                               "Id": "Disk0", "Name": "Root disk", "MediaType": "SSD", "Protocol": "SATA",
                               "CapacityBytes": self.conf["disk_gib"] << 30, "Model": "SIM-SSD",
                               "SerialNumber": "%s-DISK0" % self.conf["serial"], "Manufacturer": "MSA",
@@ -79,10 +89,10 @@ class InventoryMixin:
 
     # ------------------------------------------------------------------ virtual media
     def _media_path(self):
-        return self.manager_path + "/VirtualMedia/CD1"
+        return self.sys_path + "/VirtualMedia/CD1"
 
     def get_virtual_media(self, **_):
-        return Response(200, R.collection("VirtualMediaCollection", self.manager_path + "/VirtualMedia",
+        return Response(200, R.collection("VirtualMediaCollection", self.sys_path + "/VirtualMedia",
                                           "Virtual Media Services", [self._media_path()]))
 
     def get_media(self, **_):

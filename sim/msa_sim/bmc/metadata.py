@@ -2,6 +2,7 @@
 """Service root, the OData service document and ``$metadata`` (CSDL naming the DMTF schema of every type served)."""
 from __future__ import annotations
 
+import os
 import re
 from xml.sax.saxutils import quoteattr
 
@@ -13,7 +14,7 @@ SERVED_TYPES = (
     "ServiceRoot.v1_15_0", "ComputerSystemCollection", "ComputerSystem.v1_20_0", "ActionInfo.v1_3_0",
     "EthernetInterfaceCollection", "EthernetInterface.v1_9_0", "ProcessorCollection", "Processor.v1_18_0",
     "MemoryCollection", "Memory.v1_17_0", "Bios.v1_2_0", "StorageCollection", "Storage.v1_15_0",
-    "StorageControllerCollection", "StorageController.v1_7_0", "Drive.v1_17_0", "VolumeCollection",
+    "StorageControllerCollection", "StorageController.v1_7_0", "DriveCollection", "Drive.v1_17_0", "VolumeCollection",
     "VirtualMedia.v1_6_0", "HostInterface.v1_3_0", "Volume.v1_9_0", "SecureBoot.v1_1_0", "BootOptionCollection",
     "BootOption.v1_0_4", "Settings.v1_3_5", "ChassisCollection",
     "Chassis.v1_23_0", "Power.v1_7_1", "Thermal.v1_7_1", "ManagerCollection", "Manager.v1_19_0",
@@ -26,6 +27,10 @@ SERVED_TYPES = (
     "Event.v1_8_0", "MessageRegistryFileCollection", "MessageRegistryFile.v1_1_3", "PrivilegeRegistry.v1_1_4",
     "Message.v1_1_1", "Resource.v1_16_0", "AttributeRegistry.v1_3_8",
 )
+# this service's own OEM schema (the Oem.MsaBmc object of a ComputerSystem), served at OEM_SCHEMA_URI
+OEM_SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema", "MsaBmc_v1.xml")
+OEM_SCHEMA_URI = R.ROOT + "/schema/MsaBmc_v1.xml"
+OEM_NAMESPACES = ("MsaBmc", "MsaBmc.v1_0_0")
 # the service document lists the service root's top-level resources
 # (ServiceRoot property, path): the TaskService's property is "Tasks" in the ServiceRoot schema
 SERVICE_DOCUMENT = (("Systems", "Systems"), ("Chassis", "Chassis"), ("Managers", "Managers"),
@@ -51,6 +56,9 @@ def csdl():
             alias = ' Alias="Redfish"' if namespace == "RedfishExtensions.v1_0_0" else ""
             lines.append("    <edmx:Include Namespace=%s%s/>" % (quoteattr(namespace), alias))
         lines.append("  </edmx:Reference>")
+    lines.append("  <edmx:Reference Uri=%s>" % quoteattr(OEM_SCHEMA_URI))
+    lines += ["    <edmx:Include Namespace=%s/>" % quoteattr(n) for n in OEM_NAMESPACES]
+    lines.append("  </edmx:Reference>")
     lines += ['  <edmx:DataServices>',
               '    <Schema xmlns="http://docs.oasis-open.org/odata/ns/edm" Namespace="Service">',
               '      <EntityContainer Name="Service" Extends="ServiceRoot.v1_15_0.ServiceContainer"/>',
@@ -68,6 +76,7 @@ class MetadataMixin:
             (root, {"GET": (self.get_root, None)}),
             (root + r"/odata", {"GET": (self.get_odata, None)}),
             (root + r"/\$metadata", {"GET": (self.get_metadata, None)}),
+            (re.escape(OEM_SCHEMA_URI), {"GET": (self.get_oem_schema, "Login")}),
         ]
 
     def get_versions(self, **_):
@@ -81,8 +90,7 @@ class MetadataMixin:
             "Links": {"Sessions": R.link(R.SESSIONS)},
             "ProtocolFeaturesSupported": {"ExpandQuery": {"ExpandAll": False, "Levels": False, "Links": False,
                                                           "NoLinks": False},
-                                          "FilterQuery": False, "SelectQuery": False, "OnlyMemberQuery": False,
-                                          "ExcludeQuery": False}}
+                                          "FilterQuery": False, "SelectQuery": False, "OnlyMemberQuery": False}}
         for name, path in self._top_level():
             body[name] = R.link("%s/%s" % (R.ROOT, path))
         if not self.conf["session_service"]:
@@ -98,3 +106,7 @@ class MetadataMixin:
 
     def get_metadata(self, **_):
         return Response(200, data=csdl(), content_type="application/xml")
+
+    def get_oem_schema(self, **_):
+        with open(OEM_SCHEMA, "rb") as handle:
+            return Response(200, data=handle.read(), content_type="application/xml")

@@ -73,26 +73,23 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
             "Id": conf["system_id"], "Name": conf["hostname"], "SystemType": "Physical",
             "Manufacturer": conf["manufacturer"], "Model": conf["model"], "SerialNumber": conf["serial"],
             "SKU": conf["sku"], "UUID": conf["uuid"], "HostName": conf["hostname"],
-            "BiosVersion": self.firmware_versions()["BIOS"], "PowerState": state, "LastResetTime": R.iso(row["last_reset"]),
-            "Status": status,
+            "BiosVersion": self.firmware_versions()["BIOS"], "PowerState": state, "Status": status,
             "Boot": {"BootSourceOverrideEnabled": row["boot_enabled"],
                      "BootSourceOverrideEnabled@Redfish.AllowableValues": list(BOOT_ENABLED),
                      "BootSourceOverrideTarget": row["boot_target"],
                      "BootSourceOverrideTarget@Redfish.AllowableValues": list(conf["boot_targets"]),
                      "BootSourceOverrideMode": row["boot_mode"],
                      "BootSourceOverrideMode@Redfish.AllowableValues": list(BOOT_MODES),
-                     "BootOrder": list(self.settings().get("boot_order") or list(self.boot_options()))},
+                     "BootOrder": list(self.settings().get("boot_order") or list(self.boot_options())),
+                     "BootOptions": R.link(self.sys_path + "/BootOptions")},
             "PowerRestorePolicy": self.settings().get("PowerRestorePolicy", "LastState"),
             "AssetTag": self.settings().get("AssetTag", ""),
             "IndicatorLED": self.settings().get("IndicatorLED", "Off"), "Bios": R.link(self.sys_path + "/Bios"),
             "Storage": R.link(self.sys_path + "/Storage"), "SecureBoot": R.link(self.sys_path + "/SecureBoot"),
-            "BootOptions": R.link(self.sys_path + "/BootOptions"),
-            "VirtualMedia": R.link(self.manager_path + "/VirtualMedia"),
+            "VirtualMedia": R.link(self.sys_path + "/VirtualMedia"),
             "ProcessorSummary": {"Count": cpus["count"], "CoreCount": cpus["count"] * cpus["cores"],
-                                 "LogicalProcessorCount": cpus["count"] * cpus["threads"], "Model": cpus["model"],
-                                 "Status": {"State": "Enabled", "Health": "OK"}},
-            "MemorySummary": {"TotalSystemMemoryGiB": conf["memory_gib"],
-                              "Status": {"State": "Enabled", "Health": "OK"}},
+                                 "LogicalProcessorCount": cpus["count"] * cpus["threads"], "Model": cpus["model"]},
+            "MemorySummary": {"TotalSystemMemoryGiB": conf["memory_gib"]},
             "Processors": R.link(self.sys_path + "/Processors"), "Memory": R.link(self.sys_path + "/Memory"),
             "EthernetInterfaces": R.link(self.sys_path + "/EthernetInterfaces"),
             "Links": {"Chassis": [R.link(self.chassis_path)], "ManagedBy": [R.link(self.manager_path)]},
@@ -102,9 +99,12 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
                 "@Redfish.ActionInfo": self.sys_path + "/ResetActionInfo"},
                 "#ComputerSystem.SetDefaultBootOrder": {
                     "target": self.sys_path + "/Actions/ComputerSystem.SetDefaultBootOrder"}},
-            "Oem": {"MsaBmc": {"Container": conf["container"], "Boots": row["boots"],
+            "Oem": {"MsaBmc": {"@odata.type": "#MsaBmc.v1_0_0.ComputerSystem",  # schema/MsaBmc_v1.xml
+                               "Container": conf["container"], "Boots": row["boots"],
                                "LastBootSourceOverrideTarget": row["last_boot_target"], "BackendError": oem_error}},
         }
+        if row["last_reset"] is not None:  # unknown until the BMC sees a boot: omitted (the schema allows no null)
+            body["LastResetTime"] = R.iso(row["last_reset"])
         return body
 
     def get_system(self, **_):
