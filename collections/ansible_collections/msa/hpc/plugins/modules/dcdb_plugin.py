@@ -179,6 +179,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.msa.hpc.plugins.module_utils._module_run import run_module
 from ansible_collections.msa.hpc.plugins.module_utils import _dcdb as D
 
 
@@ -235,18 +236,12 @@ def main():
         required_if=[("state", "present", ("groups",))],
         supports_check_mode=True,
     )
-    try:
-        result = apply(module, module.params, module.check_mode)
-    except D.InfoError as exc:
-        module.fail_json(msg="cannot parse %s line %d: %s" % (exc.source, exc.line, exc), file=exc.source,
-                         line=exc.line)
-    except D.DcdbConfigError as exc:
-        module.fail_json(msg="plugin %s: %s" % (module.params["plugin"], exc))
-    except OSError as exc:
-        module.fail_json(msg="cannot write the DCDB configuration: %s: %s" % (exc.filename, exc.strerror))
-    if not module._diff:
-        result.pop("diff", None)
-    module.exit_json(**result)
+    run_module(module, lambda: apply(module, module.params, module.check_mode), [
+        (D.InfoError, lambda exc: {"msg": "cannot parse %s line %d: %s" % (exc.source, exc.line, exc),
+                                   "file": exc.source, "line": exc.line}),
+        (D.DcdbConfigError, lambda exc: {"msg": "plugin %s: %s" % (module.params["plugin"], exc)}),
+        (OSError, lambda exc: {"msg": "cannot write the DCDB configuration: %s: %s" % (exc.filename, exc.strerror)}),
+    ])
 
 
 if __name__ == "__main__":

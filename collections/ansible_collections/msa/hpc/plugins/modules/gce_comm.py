@@ -62,31 +62,33 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Create the world communicator of job 4242 on the GCE
-  msa.hpc.gce_comm:
-    endpoint: https://mgmt01:8780
-    ca_path: /etc/msa-hpc/tls/ca.pem
-    username: slurm
-    password: "{{ nam_manager_password }}"
-    name: job4242-world
-    job: "4242"
-    owner: alice
-    members: "{{ groups['esb'] | product(range(4)) | map('join', ':') | list }}"
-  register: world
+# The manager's endpoint and credentials once, for every NAM and GCE task of the block (action group
+# msa.hpc.managers)
+- name: The world communicator of job 4242
+  module_defaults:
+    group/msa.hpc.managers:
+      endpoint: https://mgmt01:8780
+      ca_path: /etc/msa-hpc/tls/ca.pem
+      username: slurm
+      password: "{{ nam_manager_password }}"
+  block:
+    - name: Create the world communicator of job 4242 on the GCE
+      msa.hpc.gce_comm:
+        name: job4242-world
+        job: "4242"
+        owner: alice
+        members: "{{ groups['esb'] | product(range(4)) | map('join', ':') | list }}"
+      register: world
 
-- name: Tell the user when the collectives will run in software
-  ansible.builtin.debug:
-    msg: "{{ world.fallback_reason }}"
-  when: world.fallback is not none
+    - name: Tell the user when the collectives will run in software
+      ansible.builtin.debug:
+        msg: "{{ world.fallback_reason }}"
+      when: world.fallback is not none
 
-- name: Release it
-  msa.hpc.gce_comm:
-    endpoint: https://mgmt01:8780
-    ca_path: /etc/msa-hpc/tls/ca.pem
-    username: slurm
-    password: "{{ nam_manager_password }}"
-    name: job4242-world
-    state: absent
+    - name: Release it
+      msa.hpc.gce_comm:
+        name: job4242-world
+        state: absent
 """
 
 RETURN = r"""
@@ -127,6 +129,7 @@ fallback_limit:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.msa.hpc.plugins.module_utils._module_run import rest_failure, run_module
 from ansible_collections.msa.hpc.plugins.module_utils._gce import GceService, ensure_communicator
 from ansible_collections.msa.hpc.plugins.module_utils._manager import (
     MANAGER_MUTUALLY_EXCLUSIVE, MANAGER_REQUIRED_TOGETHER, manager_argument_spec, manager_client)
@@ -149,15 +152,10 @@ def main():
         mutually_exclusive=MANAGER_MUTUALLY_EXCLUSIVE,
         supports_check_mode=True,
     )
-    try:
-        result = ensure_communicator(GceService(manager_client(module.params)), module.params, module.check_mode)
-    except (ManagerError, ValueError) as exc:
-        module.fail_json(msg=str(exc), code=getattr(exc, "code", None))
-    except RestError as exc:
-        module.fail_json(msg="GCE manager at %s: %s" % (module.params["endpoint"], exc), status=exc.status)
-    if not module._diff:
-        result.pop("diff", None)
-    module.exit_json(**result)
+    run_module(module, lambda: ensure_communicator(GceService(manager_client(module.params)), module.params,
+                                                   module.check_mode),
+               [((ManagerError, ValueError), lambda exc: {"msg": str(exc), "code": getattr(exc, "code", None)}),
+                (RestError, rest_failure("GCE manager", module.params["endpoint"]))])
 
 
 if __name__ == "__main__":

@@ -79,37 +79,35 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Allocate 100 GiB of NAM memory for job 4242
-  msa.hpc.nam_segment:
-    endpoint: https://mgmt01:8780
-    ca_path: /etc/msa-hpc/tls/ca.pem
-    username: slurm
-    password: "{{ nam_manager_password }}"
-    name: job4242-checkpoint
-    size: 100G
-    volatile: false
-    job: "4242"
-    owner: alice
+# The manager's endpoint and credentials once, for every NAM and GCE task of the block (action group
+# msa.hpc.managers)
+- name: Checkpoint memory of job 4242 on the NAM
+  module_defaults:
+    group/msa.hpc.managers:
+      endpoint: https://mgmt01:8780
+      ca_path: /etc/msa-hpc/tls/ca.pem
+      username: slurm
+      password: "{{ nam_manager_password }}"
+  block:
+    - name: Allocate 100 GiB of NAM memory for job 4242
+      msa.hpc.nam_segment:
+        name: job4242-checkpoint
+        size: 100G
+        volatile: false
+        job: "4242"
+        owner: alice
 
-- name: Attach rank 0 of the job to it
-  msa.hpc.nam_segment:
-    endpoint: https://mgmt01:8780
-    ca_path: /etc/msa-hpc/tls/ca.pem
-    username: slurm
-    password: "{{ nam_manager_password }}"
-    name: job4242-checkpoint
-    state: attached
-    node: esb01
-    vpid: 0
+    - name: Attach rank 0 of the job to it
+      msa.hpc.nam_segment:
+        name: job4242-checkpoint
+        state: attached
+        node: esb01
+        vpid: 0
 
-- name: Free it again
-  msa.hpc.nam_segment:
-    endpoint: https://mgmt01:8780
-    ca_path: /etc/msa-hpc/tls/ca.pem
-    username: slurm
-    password: "{{ nam_manager_password }}"
-    name: job4242-checkpoint
-    state: absent
+    - name: Free it again
+      msa.hpc.nam_segment:
+        name: job4242-checkpoint
+        state: absent
 """
 
 RETURN = r"""
@@ -152,6 +150,7 @@ attachment:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.msa.hpc.plugins.module_utils._module_run import rest_failure, run_module
 from ansible_collections.msa.hpc.plugins.module_utils._manager import (
     MANAGER_MUTUALLY_EXCLUSIVE, MANAGER_REQUIRED_TOGETHER, manager_argument_spec, manager_client)
 from ansible_collections.msa.hpc.plugins.module_utils._nam import ManagerError, NamService, ensure_segment
@@ -177,15 +176,11 @@ def main():
         mutually_exclusive=MANAGER_MUTUALLY_EXCLUSIVE,
         supports_check_mode=True,
     )
-    try:
-        result = ensure_segment(NamService(manager_client(module.params)), module.params, module.check_mode)
-    except (ManagerError, ValueError) as exc:
-        module.fail_json(msg=str(exc), code=getattr(exc, "code", None), details=getattr(exc, "details", None))
-    except RestError as exc:
-        module.fail_json(msg="NAM manager at %s: %s" % (module.params["endpoint"], exc), status=exc.status)
-    if not module._diff:
-        result.pop("diff", None)
-    module.exit_json(**result)
+    run_module(module, lambda: ensure_segment(NamService(manager_client(module.params)), module.params,
+                                              module.check_mode),
+               [((ManagerError, ValueError), lambda exc: {"msg": str(exc), "code": getattr(exc, "code", None),
+                                                          "details": getattr(exc, "details", None)}),
+                (RestError, rest_failure("NAM manager", module.params["endpoint"]))])
 
 
 if __name__ == "__main__":

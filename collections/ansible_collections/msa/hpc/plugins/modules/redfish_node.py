@@ -204,6 +204,7 @@ inventory:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.msa.hpc.plugins.module_utils._module_run import rest_failure, run_module
 from ansible_collections.msa.hpc.plugins.module_utils._redfish import POWER_STATES, RedfishError, argument_spec, run
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestError
 
@@ -222,15 +223,10 @@ def main():
         wait_timeout=dict(type="int", default=120),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
-    try:
-        result = run(module.params, check_mode=module.check_mode)
-    except RedfishError as exc:
-        module.fail_json(msg="BMC at %s: %s" % (module.params["endpoint"], exc))
-    except RestError as exc:
-        module.fail_json(msg="BMC at %s: %s" % (module.params["endpoint"], exc), status=exc.status)
-    if not module._diff:
-        result.pop("diff", None)
-    module.exit_json(**result)
+    bmc = "BMC at %s" % module.params["endpoint"]
+    run_module(module, lambda: run(module.params, check_mode=module.check_mode),
+               [(RedfishError, lambda exc: {"msg": "%s: %s" % (bmc, exc)}),
+                (RestError, rest_failure("BMC", module.params["endpoint"]))])
 
 
 if __name__ == "__main__":
