@@ -11,16 +11,13 @@ import pathlib
 import random
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
 import _bench_paths  # noqa: E402  (the checkout's collection and stand-ins)
 
-ROOT = pathlib.Path(_bench_paths.BUNDLE)
 
-from msa_sim.nammgr.auth import hash_password  # noqa: E402
+from msa_sim.nammgr import testing  # noqa: E402
 from msa_sim.nammgr.store import Store  # noqa: E402
 
 HELP = """
@@ -68,21 +65,13 @@ class Manager:
     def __init__(self, tmp, sync, live):
         self.tmp = tmp
         tmp.mkdir()
-        (tmp / "users.conf").write_text("bench:admin:%s\n" % hash_password("pw", iterations=1000))
-        conf = tmp / "manager.conf"
-        conf.write_text(CONF.format(state=tmp / "state", users=tmp / "users.conf", sync=sync))
+        conf = testing.write_config(tmp, CONF, {"bench": ("admin", "pw")}, sync=sync)
         (tmp / "state").mkdir()
         self.free_segments = populate(str(tmp / "state" / "nam-manager.db"), live) if live else 1
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "sim"), str(ROOT / "collections")]))
-        self.proc = subprocess.Popen([sys.executable, "-m", "msa_sim.nammgr", "serve", "--insecure-no-tls", "--config", str(conf),
-                                      "--port", "0", "--ready-file", str(tmp / "ready"), "--log-level", "WARNING"],
-                                     env=env)
-        deadline = time.monotonic() + 60
-        while not (tmp / "ready").exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("manager did not start")
-            time.sleep(0.02)
-        self.port = int((tmp / "ready").read_text().rsplit(":", 1)[1])
+        try:
+            self.proc, self.port = testing.spawn(conf, tmp / "ready", extra_args=["--log-level", "WARNING"], timeout=60)
+        except RuntimeError as exc:
+            raise SystemExit(str(exc)) from None
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         basic = "Basic " + base64.b64encode(b"bench:pw").decode()
         token = self.call("POST", "/auth/token", {}, {"Authorization": basic})[1]["token"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 among the collection's unit tests, which must not import the simulation)."""
 
 import json
-import threading
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
@@ -14,10 +13,7 @@ from ansible_collections.msa.hpc.plugins.module_utils._gce import GceService, en
 from ansible_collections.msa.hpc.plugins.module_utils._manager import manager_argument_spec, manager_client
 from ansible_collections.msa.hpc.plugins.module_utils._nam import ManagerError, NamService, ensure_segment
 from ansible_collections.msa.hpc.plugins.modules import gce_comm, nam_segment
-from msa_sim.nammgr import config
-from msa_sim.nammgr.__main__ import open_store
-from msa_sim.nammgr.api import Manager, Server
-from msa_sim.nammgr.auth import Authenticator, hash_password
+from msa_sim.nammgr import testing
 
 CONF = """
 [manager]
@@ -34,18 +30,10 @@ node_id = 130
 
 @pytest.fixture
 def endpoint(tmp_path):
-    users = tmp_path / "users.conf"
-    users.write_text("slurm:admin:%s\nalice:user:%s\n" % (hash_password("pw", iterations=1000),
-                                                          hash_password("alice-pw", iterations=1000)))
-    (tmp_path / "manager.conf").write_text(CONF.format(state=tmp_path / "state", users=users))
-    cfg = config.load(str(tmp_path / "manager.conf"))
-    store = open_store(cfg)
-    server = Server(("127.0.0.1", 0), Manager(store, Authenticator(cfg.users_file, str(tmp_path / "key"))))
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield "http://127.0.0.1:%d" % server.server_address[1]
-    server.shutdown()
-    server.server_close()
-    store.close()
+    manager = testing.InProcess(testing.write_config(tmp_path, CONF, {"slurm": ("admin", "pw"),
+                                                                      "alice": ("user", "alice-pw")}))
+    yield manager.url
+    manager.stop()
 
 
 def conn(endpoint, **extra):

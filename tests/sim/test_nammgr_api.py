@@ -15,10 +15,7 @@ import urllib.request
 import pytest
 
 from msa_sim.nammgr import client as C
-from msa_sim.nammgr import config
-from msa_sim.nammgr.__main__ import open_store
-from msa_sim.nammgr.api import Manager, Server
-from msa_sim.nammgr.auth import Authenticator, hash_password
+from msa_sim.nammgr import testing
 from ansible_collections.msa.hpc.plugins.module_utils.node import nam_hooks as H
 from tests.helpers import fake_scontrol, squeue_json
 
@@ -42,20 +39,9 @@ node_id = 130
 
 @pytest.fixture
 def manager(tmp_path):
-    users = tmp_path / "users.conf"
-    users.write_text("".join("%s:%s:%s\n" % (u, role, hash_password(pw, iterations=1000))
-                             for u, (role, pw) in USERS.items()))
-    (tmp_path / "manager.conf").write_text(CONF.format(state=tmp_path / "state", users=users))
-    cfg = config.load(str(tmp_path / "manager.conf"))
-    store = open_store(cfg)
-    auth = Authenticator(cfg.users_file, str(tmp_path / "state" / "token.key"), cfg.token_ttl)
-    server = Server(("127.0.0.1", 0), Manager(store, auth))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield "http://127.0.0.1:%d" % server.server_address[1]
-    server.shutdown()
-    server.server_close()
-    store.close()
+    served = testing.InProcess(testing.write_config(tmp_path, CONF, USERS))
+    yield served.url
+    served.stop()
 
 
 def call(base, method, path, body=None, user="alice", headers=None):

@@ -6,20 +6,15 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import os
-import pathlib
 import signal
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from msa_sim.nammgr.auth import hash_password
+from msa_sim.nammgr import testing
 from msa_sim.nammgr.store import Store
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONF = """
 [manager]
 state_dir = {state}
@@ -37,26 +32,15 @@ capacity = 128M
 class Service:
     def __init__(self, tmp_path):
         self.tmp = tmp_path
-        (tmp_path / "users.conf").write_text("slurm:admin:%s\n" % hash_password("pw", iterations=1000))
-        self.conf = tmp_path / "manager.conf"
-        self.conf.write_text(CONF.format(state=tmp_path / "state", users=tmp_path / "users.conf"))
+        self.conf = testing.write_config(tmp_path, CONF, {"slurm": ("admin", "pw")})
         self.proc = None
         self.port = None
 
     def start(self):
-        ready = self.tmp / "ready"
-        if ready.exists():
-            ready.unlink()
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "sim"), str(ROOT / "collections")]))
-        self.proc = subprocess.Popen([sys.executable, "-m", "msa_sim.nammgr", "serve", "--insecure-no-tls", "--config", str(self.conf),
-                                      "--port", "0", "--ready-file", str(ready)], env=env,
-                                     stdout=subprocess.DEVNULL, stderr=open(self.tmp / "manager.log", "ab"))
-        deadline = time.monotonic() + 20
-        while not ready.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("manager did not start: %s" % (self.tmp / "manager.log").read_text()[-2000:])
-            time.sleep(0.02)
-        self.port = int(ready.read_text().strip().rsplit(":", 1)[1])
+        try:
+            self.proc, self.port = testing.spawn(self.conf, self.tmp / "ready", open(self.tmp / "manager.log", "ab"))
+        except RuntimeError as exc:
+            pytest.fail("%s: %s" % (exc, (self.tmp / "manager.log").read_text()[-2000:]))
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc and self.proc.poll() is None:
