@@ -10,7 +10,7 @@ import threading
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient
 from ansible_collections.msa.hpc.plugins.modules import extoll_fabric
 from msa_sim.emp import config

@@ -226,9 +226,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError, send_again
-from ansible_collections.msa.hpc.plugins.module_utils._routing import table_changes
+from ansible_collections.msa.hpc.plugins.module_utils.extoll.routing import table_changes
 
 COMPARISON_KEYS = ("missing_nodes", "missing_links", "unexpected_nodes", "unexpected_links")
 
