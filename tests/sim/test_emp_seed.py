@@ -94,3 +94,20 @@ def test_extoll_fabric_works_against_the_seed_endpoint_list_alone(seed_only):
     assert first["certificate"]["algorithm"] == "ShortestPath" and first["certificate"]["deadlock_free"]
     assert first["certificate"]["scheme"] == "layers"
     assert not extoll_fabric.apply(client, params)["changed"]
+
+
+def test_extoll_fabric_plans_and_proves_against_the_seed_endpoints_what_the_master_then_installs(seed_only):
+    url, tmp_path = seed_only
+    client = RestClient(url, token="t", retries=0)
+    params = dict(endpoint=url, token="t", validate_certs=True, timeout=5, state="started",
+                  topology_file=str(tmp_path / "topology.td"), topology=None, routing=None, mode=None,
+                  wait_timeout=10, poll_interval=0.05, fallback=None, virtual_channels=None)
+    checked = extoll_fabric.apply(client, params, check_mode=True)
+    plan = checked["plan"]
+    assert plan["computed_by"] == "collection" and plan["matches_emp"] is None and len(plan["changes"]) == 132
+    assert checked["certificate"] == plan["certificate"] and plan["certificate"]["deadlock_free"]
+    assert "node 1 dst 2 port " in checked["diff"]["after"] and "certificate scheme layers\n" in checked["diff"]["after"]
+    assert client.get("network/status")["status"] == "un-configured"
+    assert extoll_fabric.apply(client, params)["changed"]
+    installed = client.get("network/info")["routing"]
+    assert installed["algorithm"] == plan["algorithm"] and installed["summary"] == plan["certificate"]
