@@ -225,7 +225,8 @@ certificate:
   type: dict
 plan:
   description:
-    - The routing plan computed and proved by the module (the collection's routing library) before the master
+    - >-
+      The routing plan computed and proved by the module (the collection's routing library) before the master
       installs it - C(algorithm), C(certificate) (as RV(routing)), C(changes) (the per-node table entries that
       change, as C(node S: dst D port A -> B)), C(computed_by) (V(collection), or V(emp) when the master's dry run
       does not say which fabric it discovered) and C(matches_emp) (the master's dry run plans the same tables;

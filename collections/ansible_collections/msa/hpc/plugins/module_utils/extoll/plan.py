@@ -80,8 +80,8 @@ def fabric_plan(expected, discovered, routing=None, mode="auto", fallback=(), vc
     stand-in with its signature. Raises PlanRefused when nothing was discovered or no engine is deadlock-free."""
     comparison = T.compare(expected, discovered) if expected is not None else None
     algorithm = choose_algorithm(routing, configured, mode, expected)
-    if mode == "topology" and comparison is not None and (comparison["missing_nodes"]
-                                                         or comparison["missing_links"]):
+    missing = comparison is not None and (comparison["missing_nodes"] or comparison["missing_links"])
+    if mode == "topology" and missing:
         return {"algorithm": algorithm, "mode": mode, "summary": None, "tables": {}, "dot": None,
                 "comparison": comparison, "waiting": True, "fabric": None, "port": None, "topology": None}
     # Coordinates (for DimensionOrder) come from the definition when the fabric matches it.

@@ -10,8 +10,8 @@ from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.extoll.fake_emp
 
 
 def test_an_extra_endpoint_the_master_lacks_reads_as_none_and_other_errors_pass_through():
-    client, _ = emp({("GET", "emp/topology"): [RestError("no endpoint", status=404)],
-                     ("GET", "emp/routes"): [RestError("authentication failed", status=401)]})
+    client = emp({("GET", "emp/topology"): [RestError("no endpoint", status=404)],
+                     ("GET", "emp/routes"): [RestError("authentication failed", status=401)]})[0]
     assert client.topology() is None
     with pytest.raises(RestError) as info:
         client.extra("emp/routes")
@@ -22,10 +22,10 @@ def test_wait_for_run_polls_until_done_and_names_a_failed_or_slow_run():
     client, clock = emp({("GET", "emp/status"): [{"state": "computing"}, {"state": "installing"},
                                                  {"state": "done", "version": 3}]})
     assert client.wait_for_run(10)["version"] == 3 and clock.slept == [0.2, 0.2]
-    client, _ = emp({("GET", "emp/status"): [{"state": "failed", "message": "routing UpDown refused"}]})
+    client = emp({("GET", "emp/status"): [{"state": "failed", "message": "routing UpDown refused"}]})[0]
     with pytest.raises(FabricError, match="emp run failed: routing UpDown refused"):
         client.wait_for_run(10)
-    client, _ = emp({("GET", "emp/status"): [{"state": "waiting", "message": "waiting for 1 nodes"}]})
+    client = emp({("GET", "emp/status"): [{"state": "waiting", "message": "waiting for 1 nodes"}]})[0]
     with pytest.raises(FabricError, match=r"did not finish within 1s \(state waiting: waiting for 1 nodes\)"):
         client.wait_for_run(1)
 
@@ -41,7 +41,7 @@ def test_wait_for_match_dry_runs_until_the_definition_is_discovered():
 
 def test_wait_for_match_gives_up_naming_what_is_missing_and_auto_mode_does_not_wait():
     missing = {"missing_nodes": [{"id": 2, "guid": "0x2"}], "missing_links": ["1 0 <-> 0 2"]}
-    client, _ = emp({("POST", "emp/run"): [{"comparison": missing}]})
+    client = emp({("POST", "emp/run"): [{"comparison": missing}]})[0]
     with pytest.raises(FabricError) as info:
         client.wait_for_match({"mode": "topology"}, 2, 1.0)
     assert "lacks 1 nodes and 1 links of the topology after 2s" in str(info.value)
@@ -51,8 +51,8 @@ def test_wait_for_match_gives_up_naming_what_is_missing_and_auto_mode_does_not_w
 
 
 def test_state_setting_posts_and_the_topology_upload_reach_their_endpoints():
-    client, _ = emp({("POST", "network/start"): [{"changed": True}], ("POST", "network/stop"): [{"changed": True}],
-                     ("PUT", "emp/topology"): [{"changed": True}], ("GET", "network/status"): [{"status": "up"}]})
+    client = emp({("POST", "network/start"): [{"changed": True}], ("POST", "network/stop"): [{"changed": True}],
+                     ("PUT", "emp/topology"): [{"changed": True}], ("GET", "network/status"): [{"status": "up"}]})[0]
     client.start_network()
     client.stop_network()
     assert client.put_topology("td text", "/etc/extoll/topology.td") == {"changed": True}

@@ -48,7 +48,7 @@ def test_check_mode_reports_the_plan_changes_and_certificate_and_only_dry_runs(m
     assert result["diff"]["before"] == "" and result["diff"]["after"].startswith(T.to_td(topo))
     assert "node 1 dst 2 port " in result["diff"]["after"] and "certificate deadlock_free True\n" in result["diff"]["after"]
     sent = [(m, p, body) for m, p, body in client.rest.calls if m != "GET"]
-    assert [(m, p) for m, p, _ in sent] == [("POST", "emp/run")] and sent[0][2]["dry_run"] is True
+    assert [(m, p) for m, p, body in sent] == [("POST", "emp/run")] and sent[0][2]["dry_run"] is True
 
 
 def test_installed_tables_equal_to_the_plan_change_nothing(mesh):
@@ -61,7 +61,7 @@ def test_installed_tables_equal_to_the_plan_change_nothing(mesh):
     result = F.apply(client, params(path))
     assert not result["changed"] and result["plan"]["changes"] == [] and result["table_changes"] == 0
     assert result["diff"]["before"] == result["diff"]["after"]
-    assert [m for m, _, _ in client.rest.calls if m != "GET"] == ["POST"]
+    assert [m for m, path, body in client.rest.calls if m != "GET"] == ["POST"]
 
 
 def test_a_master_planning_other_tables_is_refused_before_anything_is_installed(mesh):
@@ -70,7 +70,7 @@ def test_a_master_planning_other_tables_is_refused_before_anything_is_installed(
     client = master(T.to_td(topo), dry)
     with pytest.raises(FabricError, match=r"other routing tables \(UpDown\) than the collection's plan \(DimensionOrder\)"):
         F.apply(client, params(path))
-    assert [m for m, _, _ in client.rest.calls if m != "GET"] == ["POST"]
+    assert [m for m, path, body in client.rest.calls if m != "GET"] == ["POST"]
 
 
 def test_the_masters_options_are_planned_with_and_the_modules_win(mesh):
