@@ -148,14 +148,14 @@ EXAMPLES = r"""
       generate: {type: Torus, dims: [4, 4], routing: DimensionOrder}
 
 - name: Show the tables and certificate the fabric would get, installing nothing
+  check_mode: true
+  diff: true
   msa.hpc.extoll_fabric:
+    routing: UpDown
+    topology_file: /etc/extoll/topology.td
     endpoint: https://mgmt01:9000
     ca_path: /etc/msa-hpc/tls/ca.pem
     token: "{{ emp_token }}"
-    topology_file: /etc/extoll/topology.td
-    routing: UpDown
-  check_mode: true
-  diff: true
   register: extoll_plan
 
 - name: Fail unless the planned routing is deadlock-free
