@@ -11,7 +11,7 @@ from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.extoll.fake_emp
 
 def test_an_extra_endpoint_the_master_lacks_reads_as_none_and_other_errors_pass_through():
     client = emp({("GET", "emp/topology"): [RestError("no endpoint", status=404)],
-                     ("GET", "emp/routes"): [RestError("authentication failed", status=401)]})[0]
+                  ("GET", "emp/routes"): [RestError("authentication failed", status=401)]})[0]
     assert client.topology() is None
     with pytest.raises(RestError) as info:
         client.extra("emp/routes")
@@ -52,7 +52,7 @@ def test_wait_for_match_gives_up_naming_what_is_missing_and_auto_mode_does_not_w
 
 def test_state_setting_posts_and_the_topology_upload_reach_their_endpoints():
     client = emp({("POST", "network/start"): [{"changed": True}], ("POST", "network/stop"): [{"changed": True}],
-                     ("PUT", "emp/topology"): [{"changed": True}], ("GET", "network/status"): [{"status": "up"}]})[0]
+                  ("PUT", "emp/topology"): [{"changed": True}], ("GET", "network/status"): [{"status": "up"}]})[0]
     client.start_network()
     client.stop_network()
     assert client.put_topology("td text", "/etc/extoll/topology.td") == {"changed": True}
