@@ -23,8 +23,9 @@ import tempfile
 import time
 
 import _bench_paths  # noqa: F401,E402  (the checkout's collection)
-from ansible_collections.msa.hpc.plugins.module_utils import _routing as R
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import plan as P
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import routing as R
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 
 ENGINES = ("DimensionOrder", "ShortestPath", "UpDown")
 # OpenSM's engine for each of ours (dor is OpenSM's dimension order; torus-2QoS adds its datelines)
@@ -46,7 +47,7 @@ def one(k, engine):
 
     start = time.perf_counter()
     try:
-        port, cert = R.plan(fab, engine, compute_fn=compute_fn)
+        port, cert = P.plan(fab, engine, compute_fn=compute_fn)
         outcome = {"acyclic": cert["acyclic"], "scheme": cert["scheme"], "vcs": cert["virtual_channels"],
                    "max_hops": cert["max_hops"], "algorithm": cert["algorithm"]}
     except R.RoutingError as exc:

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "sim"), str(REPO / "collections")]))

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 from msa_sim.emp import config, ctrl
 from msa_sim.emp.api import make_server
 from msa_sim.emp.engine import EmpError, Master

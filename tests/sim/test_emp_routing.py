@@ -7,13 +7,13 @@ import pathlib
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 from msa_sim.emp import ctrl
 
 from test_emp_master import call, start_master
 
 FIGURE3 = (pathlib.Path(__file__).resolve().parents[2] / "collections/ansible_collections/msa/hpc/tests/unit"
-           / "plugins/module_utils/fixtures/td/figure3.td")
+           / "plugins/module_utils/extoll/fixtures/td/figure3.td")
 
 
 @pytest.fixture()

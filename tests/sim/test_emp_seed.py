@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient
 from ansible_collections.msa.hpc.plugins.modules import extoll_fabric
 from msa_sim.emp import config, ctrl
@@ -19,7 +19,7 @@ from msa_sim.emp.store import Store
 from test_emp_master import call, start_master
 
 FIGURE3 = (pathlib.Path(__file__).resolve().parents[2] / "collections/ansible_collections/msa/hpc/tests/unit"
-           / "plugins/module_utils/fixtures/td/figure3.td")
+           / "plugins/module_utils/extoll/fixtures/td/figure3.td")
 
 
 @pytest.fixture()
@@ -94,3 +94,20 @@ def test_extoll_fabric_works_against_the_seed_endpoint_list_alone(seed_only):
     assert first["certificate"]["algorithm"] == "ShortestPath" and first["certificate"]["deadlock_free"]
     assert first["certificate"]["scheme"] == "layers"
     assert not extoll_fabric.apply(client, params)["changed"]
+
+
+def test_extoll_fabric_plans_and_proves_against_the_seed_endpoints_what_the_master_then_installs(seed_only):
+    url, tmp_path = seed_only
+    client = RestClient(url, token="t", retries=0)
+    params = dict(endpoint=url, token="t", validate_certs=True, timeout=5, state="started",
+                  topology_file=str(tmp_path / "topology.td"), topology=None, routing=None, mode=None,
+                  wait_timeout=10, poll_interval=0.05, fallback=None, virtual_channels=None)
+    checked = extoll_fabric.apply(client, params, check_mode=True)
+    plan = checked["plan"]
+    assert plan["computed_by"] == "collection" and plan["matches_emp"] is None and len(plan["changes"]) == 132
+    assert checked["certificate"] == plan["certificate"] and plan["certificate"]["deadlock_free"]
+    assert "node 1 dst 2 port " in checked["diff"]["after"] and "certificate scheme layers\n" in checked["diff"]["after"]
+    assert client.get("network/status")["status"] == "un-configured"
+    assert extoll_fabric.apply(client, params)["changed"]
+    installed = client.get("network/info")["routing"]
+    assert installed["algorithm"] == plan["algorithm"] and installed["summary"] == plan["certificate"]

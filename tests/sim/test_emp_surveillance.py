@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _routing as R
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import routing as R
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 from msa_sim.emp.monitor import Monitor
 
 from test_emp_master import call, start_master

@@ -10,7 +10,7 @@ import threading
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient
 from ansible_collections.msa.hpc.plugins.modules import extoll_fabric
 from msa_sim.emp import config
@@ -135,3 +135,58 @@ def test_module_reports_a_wrong_token_without_a_traceback(emp, capsys):
     result = run_main({"endpoint": url, "token": "nope", "state": "stopped"}, capsys)
     assert result["failed"] and "authentication failed" in result["msg"] and "Traceback" not in result["msg"]
     assert result["status"] == 401
+
+
+def test_check_mode_diff_shows_the_modules_own_tables_and_certificate_before_anything_is_installed(emp):
+    url, tmp_path = emp[:2]
+    result = extoll_fabric.apply(client(url), params(url, tmp_path), check_mode=True)
+    plan = result["plan"]
+    assert plan["computed_by"] == "collection" and plan["matches_emp"] is True
+    assert plan["algorithm"] == "DimensionOrder" and plan["certificate"]["deadlock_free"]
+    assert plan["certificate"]["scheme"] == "dateline" and len(plan["changes"]) == 132
+    assert "node 1: dst 2 port - -> 1" in plan["changes"]
+    assert "node 1 dst 2 port 1\n" in result["diff"]["after"] and "node 1 dst" not in result["diff"]["before"]
+    assert "certificate deadlock_free True\n" in result["diff"]["after"]
+    assert "certificate algorithm DimensionOrder\n" in result["diff"]["after"]
+    assert client(url).get("emp/routes")["version"] == 0
+
+
+@pytest.mark.parametrize("routing", [None, "UpDown", "ShortestPath"])
+def test_the_modules_plan_equals_what_the_emp_computes_and_installs(emp, routing):
+    url, tmp_path = emp[:2]
+    checked = extoll_fabric.apply(client(url), params(url, tmp_path, routing=routing), check_mode=True)
+    dry = client(url).post("emp/run", {"dry_run": True, "mode": "topology", "routing": routing,
+                                       "td": (tmp_path / "topology.td").read_text()})
+    assert checked["plan"]["certificate"] == dry["certificate"] and checked["plan"]["algorithm"] == dry["algorithm"]
+    applied = extoll_fabric.apply(client(url), params(url, tmp_path, routing=routing))
+    installed = client(url).get("emp/routes")
+    assert applied["plan"]["changes"] == checked["plan"]["changes"]
+    assert installed["certificate"] == checked["certificate"] and installed["algorithm"] == checked["plan"]["algorithm"]
+    expected = {}
+    for line in checked["plan"]["changes"]:
+        src, rest = line[len("node "):].split(": dst ")
+        dst, ports = rest.split(" port ")
+        expected.setdefault(src, {})[dst] = int(ports.split(" -> ")[1])
+    assert installed["tables"] == expected
+    assert not extoll_fabric.apply(client(url), params(url, tmp_path, routing=routing))["plan"]["changes"]
+
+
+class _DisagreeingMaster(RestClient):
+    """A master whose dry run answers other tables than it discovered would route to."""
+
+    def post(self, path, body=None, **kw):
+        answer = super().post(path, body, **kw)
+        if path == "emp/run" and (body or {}).get("dry_run"):
+            first = sorted(answer["tables"], key=int)[0]
+            dst = sorted(answer["tables"][first], key=int)[0]
+            answer["tables"][first][dst] = 11
+        return answer
+
+
+def test_the_module_refuses_and_installs_nothing_when_the_emp_plans_other_tables(emp):
+    url, tmp_path = emp[:2]
+    with pytest.raises(extoll_fabric.FabricError) as info:
+        extoll_fabric.apply(_DisagreeingMaster(url, token=TOKEN, retries=0), params(url, tmp_path))
+    assert "other routing tables" in str(info.value) and info.value.result["plan"]["matches_emp"] is False
+    assert client(url).get("emp/routes")["version"] == 0
+    assert client(url).get("emp/topology")["td"] is None

@@ -150,13 +150,13 @@ def make_server(master, address, port, token=None, seed_only=False, tls=None):
 
 
 def _td(topo):
-    from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+    from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
     return T.to_td(topo)
 
 
 def _discover(m):
     topo = m.discover()
-    from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+    from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
     return {"nodes": [n.as_dict() for n in (topo.nodes[i] for i in sorted(topo.nodes))],
             "links": [T.format_link(link) for link in topo.links], "comparison": m.comparison(topo)}
 

@@ -6,10 +6,10 @@ import ipaddress
 import threading
 import time
 
-from ansible_collections.msa.hpc.plugins.module_utils import _deadlock as D
-from ansible_collections.msa.hpc.plugins.module_utils import _hierarchy as H
-from ansible_collections.msa.hpc.plugins.module_utils import _routing as R
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import deadlock as D
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import plan as P
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import routing as R
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 
 MODES = ("auto", "topology")
 
@@ -32,6 +32,7 @@ class Master:
         self.lock = threading.RLock()
         self._generation = 0
         self._thread = None
+        self._cache_hit = False
         self._plans = {}  # routing cache: (discovered topology, algorithm, options) -> (port, certificate)
         if conf.get("topology_file") and self.store.get("topology_td") is None:
             topo = T.load_td(conf["topology_file"])
@@ -135,15 +136,6 @@ class Master:
         return T.compare(expected, discovered if discovered is not None else self.discover(log=False))
 
     # -- routing ----------------------------------------------------------------------------
-    def _algorithm(self, routing, mode, expected):
-        if routing:
-            return R.algorithm_name(routing)
-        if self.conf.get("routing"):
-            return R.algorithm_name(self.conf["routing"])
-        if mode == "auto" or expected is None:
-            return "UpDown"
-        return H.PER_BLOCK if H.is_hierarchical(expected) else expected.routing
-
     def routing_options(self, fallback=None, virtual_channels=None):
         """``(fallback engines, VCs)`` of a request, else of master.conf; validated (field and value named)."""
         if fallback is None:
@@ -166,53 +158,36 @@ class Master:
         return fallback, vcs
 
     def _route(self, topo, algorithm, fallback, vcs, root):
-        """Tables and certificate of a topology, cached on the topology's .td text and the options."""
+        """plan.route_topology, cached on the topology's .td text and the options; remembers whether it hit."""
         key = (T.to_td(topo), algorithm, tuple(fallback), vcs, root)
         cached = self._plans.get(key)
-        if cached is not None:
-            return cached + (True,)
-        fab = R.Fabric.from_topology(topo)
-        run = H.engine(topo) if algorithm == H.PER_BLOCK else None
-        compute_fn = run if run is not None else (lambda f, name: R.compute(f, name, root))
-        port, cert = R.plan(fab, algorithm, root=root, fallback=fallback, vcs=vcs, compute_fn=compute_fn)
-        if run is not None and cert["algorithm"] == H.PER_BLOCK:
-            cert["blocks"] = run.algorithms
-        if len(self._plans) >= 4:
-            self._plans.pop(next(iter(self._plans)))
-        self._plans[key] = (fab, port, cert)
-        return fab, port, cert, False
+        self._cache_hit = cached is not None
+        if cached is None:
+            cached = P.route_topology(topo, algorithm, fallback, vcs, root)
+            if len(self._plans) >= 4:
+                self._plans.pop(next(iter(self._plans)))
+            self._plans[key] = cached
+        return cached
 
     def plan(self, routing=None, mode="auto", discovered=None, expected=None, fallback=None, virtual_channels=None):
-        """Compute (without installing) tables for the discovered fabric: a dict with summary, tables, dot.
-        ``expected`` replaces the stored topology definition for this computation only."""
+        """Compute (without installing) tables for the discovered fabric with the collection's plan.fabric_plan: a
+        dict with summary, tables, dot, plus the discovered fabric (.td) and the options the plan used, so a client
+        can compute and prove the same plan itself. ``expected`` replaces the stored topology definition for this
+        computation only."""
         discovered = discovered if discovered is not None else self.discover(log=False)
         expected = expected if expected is not None else self.expected()
-        comparison = T.compare(expected, discovered) if expected is not None else None
-        algorithm = self._algorithm(routing, mode, expected)
         fallback, vcs = self.routing_options(fallback, virtual_channels)
-        if mode == "topology" and comparison is not None and (comparison["missing_nodes"]
-                                                             or comparison["missing_links"]):
-            # the definition is not there yet: a run would wait, so a plan has nothing to compute
-            return {"algorithm": algorithm, "mode": mode, "summary": None, "tables": {}, "dot": None,
-                    "comparison": comparison, "waiting": True, "fabric": None, "port": None, "topology": None}
-        # Coordinates (for DimensionOrder) come from the definition when the fabric matches it.
-        topo = expected if comparison is not None and T.matches(comparison) else discovered
-        if not topo.nodes:
-            raise EmpError("no nodes discovered", 409)
-        if algorithm == H.PER_BLOCK and topo is not expected:
-            algorithm = expected.routing if expected is not None else "UpDown"
         root = self.conf.get("updown_root") or None
+        options = {"routing": self.conf.get("routing") or None, "fallback": fallback, "virtual_channels": vcs,
+                   "updown_root": int(root) if root else None}
+        self._cache_hit = False
         try:
-            fab, port, summary, cached = self._route(topo, algorithm, fallback, vcs, int(root) if root else None)
-        except R.RoutingError as exc:
-            raise EmpError("routing %s refused, nothing installed: %s" % (algorithm, exc), 409)
-        algorithm = summary["algorithm"]
-        types = {nid: node.type for nid, node in topo.nodes.items()}
-        return {"algorithm": algorithm, "mode": mode, "summary": summary, "certificate": summary, "cached": cached,
-                "fabric": fab, "port": port,
-                "tables": {str(k): {str(d): p for d, p in v.items()} for k, v in R.tables(fab, port).items()},
-                "dot": R.to_dot(fab, port, algorithm=algorithm, types=types), "comparison": comparison,
-                "topology": topo}
+            plan = P.fabric_plan(expected, discovered, routing, mode, fallback, vcs, options["updown_root"],
+                                 configured=options["routing"], route=self._route)
+        except P.PlanRefused as exc:
+            raise EmpError(str(exc), 409)
+        plan.update(cached=self._cache_hit, options=options, discovered=T.to_td(discovered))
+        return plan
 
     def _entries(self, plan, addresses):
         fab, port = plan["fabric"], plan["port"]

@@ -21,7 +21,7 @@ import os
 import sys
 import threading
 
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 
 from .engine import EmpError
 

@@ -14,7 +14,7 @@ import json
 import subprocess
 import sys
 
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 
 PREFIX = "ext"
 

@@ -10,8 +10,8 @@ import math
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_topology as ST
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import slurm_topology as ST
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 
 
 def _ordered_hosts(hosts, hostvars, fabric):

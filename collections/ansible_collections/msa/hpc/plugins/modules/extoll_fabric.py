@@ -16,10 +16,17 @@ description:
   - In O(mode=topology) it waits until the discovered fabric holds every node and link of the definition
     (up to O(wait_timeout)) and reports what is missing; in O(mode=auto) it routes whatever was discovered
     with up*/down*, which is deadlock-free on any connected topology.
-  - Check mode asks the master to compute the tables without installing them and reports what would change.
+  - The module computes the routing tables itself and proves them deadlock-free (the collection's routing engines
+    and channel-dependency proof, the same library the stand-in EMP master uses), from the fabric the master
+    discovered and the options the master reports in its dry run. It refuses, installing nothing, when the
+    master's dry run plans other tables for the same fabric and options; otherwise the master installs them.
+  - Check mode and C(--diff) show the per-node table changes and the deadlock-freedom certificate before the master
+    installs anything; check mode installs nothing.
   - Works against a master with only the seed's endpoint list (C(emp/run), C(emp/status), C(network/*), C(nodes));
     the extras C(emp/topology) and C(emp/routes) (upload, dry run, table diff) are used when the master has them.
 version_added: "0.1.0"
+requirements:
+  - numpy (C(python3-numpy)) on the host that runs the module, which computes and proves the plan.
 author:
   - msa.hpc maintainers (@msa-hpc)
 extends_documentation_fragment:
@@ -100,10 +107,12 @@ options:
 attributes:
   check_mode:
     support: full
-    details: Computes the routing tables on the master without installing them.
+    details: Computes and proves the routing tables on the managed host and installs nothing.
   diff_mode:
     support: full
-    details: Shows the topology definition and the routing table entries that change.
+    details:
+      - Shows the topology definition, the routing table entries (one C(node S dst D port P) line each) and the
+        deadlock-freedom certificate (C(certificate KEY VALUE) lines), before and after.
 notes:
   - Ports in C(.td) links are the chip's link ports; in generated topologies port C(2d) leads to the minus
     and port C(2d+1) to the plus neighbour of dimension C(d).
@@ -137,6 +146,21 @@ EXAMPLES = r"""
     token: "{{ emp_token }}"
     topology:
       generate: {type: Torus, dims: [4, 4], routing: DimensionOrder}
+
+- name: Show the tables and certificate the fabric would get, installing nothing
+  check_mode: true
+  diff: true
+  msa.hpc.extoll_fabric:
+    routing: UpDown
+    topology_file: /etc/extoll/topology.td
+    endpoint: https://mgmt01:9000
+    ca_path: /etc/msa-hpc/tls/ca.pem
+    token: "{{ emp_token }}"
+  register: extoll_plan
+
+- name: Fail unless the planned routing is deadlock-free
+  ansible.builtin.assert:
+    that: extoll_plan.plan.certificate.deadlock_free
 
 - name: Report missing nodes and links without changing anything
   msa.hpc.extoll_fabric:
@@ -184,7 +208,8 @@ unexpected_links:
   elements: str
 routing:
   description:
-    - Certificate of the routing tables (computed, or installed in check mode's place) - C(algorithm) (the
+    - Certificate of the routing tables (computed and proved by the module; against a master with only the seed's
+      endpoints, the one the master installed, or the module's in check mode) - C(algorithm) (the
       engine used), C(requested), C(scheme) (VC rule - single, dateline or layers), C(virtual_channels)
       (used), C(virtual_channels_available), C(acyclic) (the channel-dependency graph on those VCs),
       C(deadlock_free), C(channels), C(dependencies), C(max_hops), C(avg_hops), C(blocks) (per-block
@@ -198,6 +223,18 @@ certificate:
   description: The same certificate as RV(routing).
   returned: when state is started
   type: dict
+plan:
+  description:
+    - >-
+      The routing plan computed and proved by the module (the collection's routing library) before the master
+      installs it - C(algorithm), C(certificate) (as RV(routing)), C(changes) (the per-node table entries that
+      change, as C(node S: dst D port A -> B)), C(computed_by) (V(collection), or V(emp) when the master's dry run
+      does not say which fabric it discovered) and C(matches_emp) (the master's dry run plans the same tables;
+      null when there is none to compare with, as against a master with only the seed's endpoints).
+  returned: when state is started and the fabric could be planned
+  type: dict
+  sample: {"algorithm": "DimensionOrder", "computed_by": "collection", "matches_emp": true,
+           "changes": ["node 1: dst 2 port - -> 1"], "certificate": {"deadlock_free": true, "max_hops": 3}}
 dot:
   description: The fabric as a Graphviz graph.
   returned: when state is started
@@ -222,186 +259,12 @@ table_changes:
   type: int
 """
 
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
-from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError, send_again
-from ansible_collections.msa.hpc.plugins.module_utils._routing import table_changes
-
-COMPARISON_KEYS = ("missing_nodes", "missing_links", "unexpected_nodes", "unexpected_links")
-
-
-class FabricError(Exception):
-    def __init__(self, message, **result):
-        super().__init__(message)
-        self.result = result
-
-
-def load_definition(params):
-    """The definition as .td text (normalised by the writer), or None."""
-    if params.get("topology_file"):
-        return T.to_td(T.load_td(params["topology_file"]))
-    if params.get("topology"):
-        return T.to_td(T.from_dict(params["topology"], "topology"))
-    return None
-
-
-def _table_lines(tables):
-    return "".join("node %s dst %s port %s\n" % (s, d, p)
-                   for s in sorted(tables, key=int) for d, p in sorted(tables[s].items(), key=lambda e: int(e[0])))
-
-
-def _routing_options(params):
-    """Only the options given: a master that predates them (the seed's endpoint list) is not sent them."""
-    return {k: params[k] for k in ("fallback", "virtual_channels") if params.get(k) is not None}
-
-
-def _wait_for_match(client, body, params, sleep):
-    deadline = time.monotonic() + params["wait_timeout"]
-    while True:
-        plan = client.post("emp/run", body, lookup=send_again)
-        comparison = plan.get("comparison") or {}
-        if body["mode"] != "topology" or not (comparison.get("missing_nodes") or comparison.get("missing_links")):
-            return plan
-        if time.monotonic() >= deadline:
-            raise FabricError("the discovered fabric still lacks %d nodes and %d links of the topology after %ss"
-                              % (len(comparison["missing_nodes"]), len(comparison["missing_links"]),
-                                 params["wait_timeout"]), **{k: comparison.get(k, []) for k in COMPARISON_KEYS})
-        sleep(params["poll_interval"])
-
-
-def _wait_for_run(client, params, sleep):
-    deadline = time.monotonic() + params["wait_timeout"]
-    while True:
-        status = client.get("emp/status")
-        if status.get("state") == "done":
-            return status
-        if status.get("state") == "failed":
-            raise FabricError("emp run failed: %s" % status.get("message"))
-        if time.monotonic() >= deadline:
-            raise FabricError("emp run did not finish within %ss (state %s: %s)"
-                              % (params["wait_timeout"], status.get("state"), status.get("message")))
-        sleep(0.2)
-
-
-def _extra(client, path):
-    """GET an endpoint beyond the seed's list; None when the master does not have it (HTTP 404)."""
-    try:
-        return client.get(path) or {}
-    except RestError as exc:
-        if exc.status == 404:
-            return None
-        raise
-
-
-def started_seed_only(client, params, check_mode, mode, sleep):
-    """Against a master with only the seed's endpoints: it reads its topology definition itself (master.conf), so
-    there is nothing to upload or dry-run; a network that is up after a finished run is left alone."""
-    if params.get("topology_file") or params.get("topology"):
-        load_definition(params)  # still validated, with line numbers
-    status = client.get("emp/status") or {}
-    net = client.get("network/status") or {}
-    changed = not (net.get("status") == "up" and status.get("state") == "done")
-    if changed and not check_mode:
-        body = dict(_routing_options(params), mode=mode, timeout=params["wait_timeout"])
-        if params.get("routing"):
-            body["routing"] = params["routing"]
-        client.post("emp/run", body, lookup=send_again)
-        status = _wait_for_run(client, params, sleep)
-        if (client.get("network/status") or {}).get("status") != "up":
-            client.post("network/start", {}, lookup=send_again)
-    info = client.get("network/info") or {}
-    certificate = dict(status.get("summary") or (info.get("routing") or {}).get("summary") or {},
-                       algorithm=status.get("algorithm") or (info.get("routing") or {}).get("algorithm"))
-    return {"changed": changed, "status": "up" if check_mode else (client.get("network/status") or {}).get("status"),
-            "routing": certificate, "certificate": certificate, "dot": None, "table_changes": 0,
-            "seed_endpoints_only": True,
-            "diff": {"before": "network %s\n" % net.get("status"), "after": "network up\n"}}
-
-
-def started(client, params, check_mode, sleep=time.sleep):
-    td = load_definition(params)
-    mode = params.get("mode") or ("topology" if td is not None else "auto")
-    stored = _extra(client, "emp/topology")
-    if stored is None:
-        return started_seed_only(client, params, check_mode, mode, sleep)
-    before_td = stored.get("td")
-    if td is None:
-        td = before_td
-    topology_changed = td is not None and td != before_td
-    before_routes = client.get("emp/routes") or {}
-    before_net = client.get("network/status") or {}
-    body = {"dry_run": True, "mode": mode, "routing": params.get("routing"), "td": td}
-    body.update(_routing_options(params))
-    plan = _wait_for_match(client, body, params, sleep)
-    after_tables = plan["tables"]
-    changes = table_changes(before_routes.get("tables") or {}, after_tables)
-    routes_changed = bool(changes) or not before_routes.get("version") or \
-        before_routes.get("algorithm") != plan["algorithm"]
-    start_network = before_net.get("status") != "up"
-    if not check_mode:
-        if topology_changed:
-            client.request("PUT", "emp/topology", body={"td": td, "source": params.get("topology_file") or "topology"})
-        if routes_changed:
-            # The EMP master's POSTs set a state (run, network start/stop, discover): sending one again whose
-            # answer was lost cannot duplicate anything.
-            client.post("emp/run", dict(_routing_options(params), mode=mode, routing=params.get("routing"),
-                                        timeout=params["wait_timeout"]), lookup=send_again)
-            _wait_for_run(client, params, sleep)
-        if start_network:
-            client.post("network/start", {}, lookup=send_again)
-    status = "up" if check_mode else (client.get("network/status") or {}).get("status")
-    certificate = dict(plan["summary"], algorithm=plan["algorithm"])
-    result = {"changed": topology_changed or routes_changed or start_network, "status": status,
-              "routing": certificate, "certificate": certificate, "dot": plan["dot"],
-              "table_changes": len(changes)}
-    result.update({k: (plan.get("comparison") or {}).get(k, []) for k in COMPARISON_KEYS})
-    result["diff"] = {"before": (before_td or "") + _table_lines(before_routes.get("tables") or {}),
-                      "after": (td or "") + _table_lines(after_tables),
-                      "before_header": "EMP topology and routing tables", "after_header": "EMP topology and routing tables"}
-    return result
-
-
-def stopped(client, params, check_mode):
-    before = (client.get("network/status") or {}).get("status")
-    changed = before == "up"
-    if changed and not check_mode:
-        client.post("network/stop", {}, lookup=send_again)
-    after = "down" if changed else before
-    diff = {"before": "network %s\n" % before, "after": "network %s\n" % after}
-    return {"changed": changed, "status": after, "diff": diff}
-
-
-def discovered(client, params):
-    found = client.post("emp/discover", {}, lookup=send_again)
-    result = {"changed": False, "nodes": found["nodes"], "links": found["links"],
-              "status": (client.get("network/status") or {}).get("status")}
-    td = load_definition(params)
-    comparison = found.get("comparison")
-    if td is not None:
-        expected = T.parse_td(td, params.get("topology_file") or "topology")
-        disc = T.from_discovery([{"guid": n["guid"], "id": n["id"]} for n in found["nodes"]],
-                                [_link_guids(link, found["nodes"]) for link in found["links"]])
-        comparison = T.compare(expected, disc)
-    if comparison:
-        result.update({k: comparison.get(k, []) for k in COMPARISON_KEYS})
-    return result
-
-
-def _link_guids(text, nodes):
-    guid = {n["id"]: n["guid"] for n in nodes}
-    a, pa, arrow, pb, b = text.split()
-    return guid[int(a)], int(pa), guid[int(b)], int(pb)
-
-
-def apply(client, params, check_mode=False, sleep=time.sleep):
-    if params["state"] == "stopped":
-        return stopped(client, params, check_mode)
-    if params["state"] == "discovered":
-        return discovered(client, params)
-    return started(client, params, check_mode, sleep)
+from ansible_collections.msa.hpc.plugins.module_utils._rest import RestError
+from ansible_collections.msa.hpc.plugins.module_utils.extoll.emp import EmpClient, FabricError
+from ansible_collections.msa.hpc.plugins.module_utils.extoll.fabric_state import apply
+from ansible_collections.msa.hpc.plugins.module_utils.extoll.topology import TopologyError
 
 
 def main():
@@ -426,11 +289,11 @@ def main():
         supports_check_mode=True,
     )
     try:
-        client = RestClient(module.params["endpoint"], token=module.params["token"],
-                            validate_certs=module.params["validate_certs"], ca_path=module.params["ca_path"],
-                            timeout=module.params["timeout"])
-        result = apply(client, module.params, module.check_mode)
-    except T.TopologyError as exc:
+        emp = EmpClient.connect(module.params["endpoint"], token=module.params["token"],
+                                validate_certs=module.params["validate_certs"], ca_path=module.params["ca_path"],
+                                timeout=module.params["timeout"])
+        result = apply(emp, module.params, module.check_mode)
+    except TopologyError as exc:
         field = "topology_file" if module.params.get("topology_file") else "topology"
         module.fail_json(msg="%s: %s" % (field, exc), file=exc.file, line=exc.line, reason=exc.reason)
     except RestError as exc:

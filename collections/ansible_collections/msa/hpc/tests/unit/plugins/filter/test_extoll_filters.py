@@ -9,8 +9,9 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.msa.hpc.plugins.filter.extoll import extoll_node_ids, extoll_route, extoll_td
-from ansible_collections.msa.hpc.plugins.module_utils import _routing as R
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import plan as P
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import routing as R
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 from ansible_collections.msa.hpc.plugins.module_utils._system import SystemError_, expand
 
 # The EXTOLL part of the bundle's `mini` system (inventories/systems/mini/system.msa.yml).
@@ -95,7 +96,7 @@ def test_extoll_route_walks_the_tables_like_the_routing_engine(algorithm):
     model = expand(mini())
     td = extoll_td(*fabric_hosts(model))
     fab = R.Fabric.from_topology(T.parse_td(td))
-    port = R.plan(fab, algorithm)[0]
+    port = P.plan(fab, algorithm)[0]
     tables = {str(s): {str(d): p for d, p in row.items()} for s, row in R.tables(fab, port).items()}
     for src, dst in ((1, 3), (4, 2), (1, 9), (10, 1)):
         assert extoll_route(tables, td, src, dst) == R.route(fab, port, src, dst)

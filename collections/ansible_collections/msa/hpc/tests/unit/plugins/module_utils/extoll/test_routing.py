@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.msa.hpc.plugins.module_utils import _routing as R
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import plan as P
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import routing as R
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "td"
 
@@ -77,7 +78,7 @@ def test_updown_routes_reach_destinations_without_loops_and_are_deadlock_free(gr
     n, edges = graph
     fab = R.Fabric.from_edges(n, edges)
     port = R.route_updown(fab)
-    summary = R.check_routes(fab, port)
+    summary = P.check_routes(fab, port)
     assert summary["reachable"] and summary["deadlock_free"], summary["problems"]
     hops, reached = R.hop_counts(fab, port)
     assert reached.all()
@@ -104,7 +105,7 @@ def test_shortest_path_tables_match_networkx_distances(graph):
 def test_dimension_order_is_minimal_and_vc_cdg_is_acyclic(dims, kind):
     topo = T.generate(kind, dims)
     fab = R.Fabric.from_topology(topo)
-    port, summary = R.plan(fab, "DimensionOrder")
+    port, summary = P.plan(fab, "DimensionOrder")
     assert summary["reachable"] and summary["deadlock_free"], summary["problems"]
     hops, reached = R.hop_counts(fab, port)
     C = fab.coords
@@ -123,8 +124,8 @@ def test_dimension_order_is_minimal_and_vc_cdg_is_acyclic(dims, kind):
 def test_torus_dimension_order_needs_the_dateline_virtual_channels():
     fab = R.Fabric.from_topology(T.generate("torus", [4, 4]))
     port = R.route_dimension_order(fab)
-    without = R.check_routes(fab, port)
-    with_vcs = R.check_routes(fab, port, vcs="dateline")
+    without = P.check_routes(fab, port)
+    with_vcs = P.check_routes(fab, port, vcs="dateline")
     assert not without["deadlock_free"] and len(without["cycle"]) == 4
     assert with_vcs["deadlock_free"] and with_vcs["virtual_channels"] == 2
 
@@ -138,7 +139,7 @@ def test_bitset_engines_are_right_beyond_one_64_bit_word():
     for algorithm in ("ShortestPath", "DimensionOrder"):
         hops, reached = R.hop_counts(fab, R.compute(fab, algorithm))
         assert reached.all() and (hops == expected).all()
-    port, summary = R.plan(fab, "UpDown")
+    port, summary = P.plan(fab, "UpDown")
     assert summary["deadlock_free"] and summary["reachable"]
 
 
@@ -149,13 +150,13 @@ def test_checker_finds_loops_and_dead_ends():
     # 0 sends towards 2 via 1, and 1 sends it back to 0
     looping[1, 2] = int(np.nonzero(fab.nbr[1] == 0)[0][0])
     looping[0, 2] = int(np.nonzero(fab.nbr[0] == 1)[0][0])
-    summary = R.check_routes(fab, looping)
+    summary = P.check_routes(fab, looping)
     assert not summary["reachable"] and "route 0 -> 2 does not reach its destination" in summary["problems"]
     with pytest.raises(R.RoutingError, match="loops"):
         R.route(fab, looping, 0, 2)
     dead = port.copy()
     dead[3, 1] = -1
-    assert R.check_routes(fab, dead)["unreachable_pairs"] >= 1
+    assert P.check_routes(fab, dead)["unreachable_pairs"] >= 1
 
 
 def test_cdg_acyclicity_check_detects_a_cycle():
@@ -167,17 +168,17 @@ def test_cdg_acyclicity_check_detects_a_cycle():
 
 def test_figure3_routes_with_updown_and_reports_shortest_path_deadlock_risk():
     fab = R.Fabric.from_topology(T.load_td(str(FIXTURES / "figure3.td")))
-    port, summary = R.plan(fab, "UpDown")
+    port, summary = P.plan(fab, "UpDown")
     assert summary["deadlock_free"] and summary["reachable"]
     assert R.route(fab, port, 1, 1) == [1]
     assert R.route(fab, port, 19, 129)[0] == 19 and R.route(fab, port, 19, 129)[-1] == 129
     assert R.next_hop(fab, port, 1, 2) == 2
-    sp = R.check_routes(fab, R.route_shortest_path(fab))
+    sp = P.check_routes(fab, R.route_shortest_path(fab))
     assert sp["reachable"] and not sp["deadlock_free"] and sp["cycle"]
-    layered = R.plan(fab, "ShortestPath")[1]
+    layered = P.plan(fab, "ShortestPath")[1]
     assert layered["deadlock_free"] and layered["scheme"] == "layers" and layered["virtual_channels"] >= 2
     with pytest.raises(R.RoutingError, match="DimensionOrder needs"):
-        R.plan(fab, "DimensionOrder")
+        P.plan(fab, "DimensionOrder")
 
 
 def test_dimension_order_reports_a_missing_link():

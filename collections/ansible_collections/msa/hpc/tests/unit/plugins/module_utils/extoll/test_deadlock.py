@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.msa.hpc.plugins.module_utils import _deadlock as D
-from ansible_collections.msa.hpc.plugins.module_utils import _hierarchy as H
-from ansible_collections.msa.hpc.plugins.module_utils import _routing as R
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import deadlock as D
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import hierarchy as H
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import plan as P
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import routing as R
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 
 FIGURE3 = pathlib.Path(__file__).parent / "fixtures" / "td" / "figure3.td"
 
@@ -90,7 +91,7 @@ def test_prover_agrees_with_a_pair_by_pair_reference(fab, data, scheme, vcs, eng
        st.lists(st.sampled_from(["ShortestPath", "UpDown"]), min_size=1, max_size=2))
 def test_any_table_the_manager_accepts_is_acyclic_on_its_vcs(fab, vcs, engines):
     try:
-        port, cert = R.plan(fab, engines[0], fallback=engines[1:], vcs=vcs)
+        port, cert = P.plan(fab, engines[0], fallback=engines[1:], vcs=vcs)
     except D.Refused as exc:
         assert "UpDown" not in engines, "up*/down* is deadlock-free on any connected fabric: %s" % exc
         assert exc.attempts and all(a["reason"] for a in exc.attempts)
@@ -104,7 +105,7 @@ def test_any_table_the_manager_accepts_is_acyclic_on_its_vcs(fab, vcs, engines):
 @pytest.mark.parametrize("dims", [[4, 4], [5, 3], [4, 4, 4]])
 def test_torus_dimension_order_with_datelines_matches_the_reference_walk(dims):
     fab = R.Fabric.from_topology(T.generate("torus", dims))
-    port, cert = R.plan(fab, "DimensionOrder")
+    port, cert = P.plan(fab, "DimensionOrder")
     assert cert["scheme"] == "dateline" and cert["virtual_channels"] == 2 and cert["deadlock_free"]
     single = D.prove(fab, port, "single")
     assert not single["acyclic"] and "has a cycle through" in single["problems"][0]
@@ -112,27 +113,27 @@ def test_torus_dimension_order_with_datelines_matches_the_reference_walk(dims):
 
 def test_shortest_path_on_a_torus_is_layered_over_vcs_or_refused_naming_the_cycle():
     fab = R.Fabric.from_topology(T.generate("torus", [4, 4]))
-    port, cert = R.plan(fab, "ShortestPath")
+    port, cert = P.plan(fab, "ShortestPath")
     assert cert["algorithm"] == "ShortestPath" and cert["scheme"] == "layers" and cert["virtual_channels"] >= 2
     assert cert["attempts"][0]["scheme"] == "single" and cert["attempts"][0]["cycle"]
     with pytest.raises(D.Refused, match=r"ShortestPath \(single\): the channel-dependency graph on 1 VC has a cycle "
                                         r"through 4 channels: node \d+ port \d vc 0 ->"):
-        R.plan(fab, "ShortestPath", vcs=1)
-    port, cert = R.plan(fab, "ShortestPath", fallback=["UpDown"], vcs=1)
+        P.plan(fab, "ShortestPath", vcs=1)
+    port, cert = P.plan(fab, "ShortestPath", fallback=["UpDown"], vcs=1)
     assert cert["algorithm"] == "UpDown" and cert["requested"] == "ShortestPath" and cert["virtual_channels"] == 1
 
 
 def test_virtual_channel_budget_is_the_model_s():
     fab = R.Fabric.from_edges(3, [(0, 1), (1, 2)])
     with pytest.raises(R.RoutingError, match="virtual_channels must be between 1 and 4"):
-        R.plan(fab, "UpDown", vcs=5)
+        P.plan(fab, "UpDown", vcs=5)
 
 
 def test_figure3_routes_every_block_by_its_own_algorithm_and_proves_the_whole():
     topo = T.load_td(str(FIGURE3))
     fab = R.Fabric.from_topology(topo)
     run = H.engine(topo)
-    port, cert = R.plan(fab, H.PER_BLOCK, compute_fn=run)
+    port, cert = P.plan(fab, H.PER_BLOCK, compute_fn=run)
     assert run.algorithms == {"top": "ShortestPath", "NAM1": "ShortestPath", "SUB": "ShortestPath",
                               "SDV": "DimensionOrder", "FS": "DimensionOrder"}
     assert cert["deadlock_free"] and cert["algorithm"] == "PerBlock"
@@ -151,7 +152,7 @@ def test_a_block_without_its_own_links_is_refused_by_name():
     topo.links = [link for link in topo.links if (link[0], link[2]) != (17, 18)]
     fab = R.Fabric.from_topology(topo)
     with pytest.raises(R.RoutingError, match="block FS is not connected by its own links"):
-        R.plan(fab, H.PER_BLOCK, compute_fn=H.engine(topo))
+        P.plan(fab, H.PER_BLOCK, compute_fn=H.engine(topo))
 
 
 def test_popcount_without_numpys_bitwise_count(monkeypatch):

@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "td"
 BAD = sorted((FIXTURES / "bad").glob("*.td"))

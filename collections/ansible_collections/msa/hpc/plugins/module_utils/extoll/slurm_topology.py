@@ -64,7 +64,7 @@ def _prune(switch):
 def tree(topo, hosts, others=(), leaf_size=4, prefix="extoll"):
     """topology.conf text.
 
-    ``topo``: the fabric's _topology.Topology; ``hosts``: node id → Slurm node name for the fabric's Slurm nodes
+    ``topo``: the fabric's topology.Topology; ``hosts``: node id → Slurm node name for the fabric's Slurm nodes
     (NAM and GCE devices are not Slurm nodes and are left out); ``others``: Slurm nodes off the fabric, put
     under their own switch so every node is reachable from the top switch.
     """

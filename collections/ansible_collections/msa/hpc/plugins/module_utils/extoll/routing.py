@@ -21,7 +21,7 @@ class RoutingError(ValueError):
     """The requested routing cannot be computed for this fabric (the reason says why)."""
 
 
-def _need_numpy():
+def need_numpy():
     if np is None:
         raise RoutingError("routing needs numpy (python3-numpy) on the host that computes the tables")
 
@@ -42,7 +42,7 @@ class Fabric:
     """
 
     def __init__(self, ids, nbr, nbr_port, coords=None, sizes=None, kind=None, guids=None):
-        _need_numpy()
+        need_numpy()
         self.ids = np.asarray(ids, dtype=np.int64)
         self.nbr = np.asarray(nbr, dtype=np.int32)
         self.nbr_port = np.asarray(nbr_port, dtype=np.int16)
@@ -55,8 +55,8 @@ class Fabric:
 
     @classmethod
     def from_topology(cls, topo, use_coordinates=True):
-        """Build from a _topology.Topology; coordinates are kept when the whole fabric is one regular block."""
-        _need_numpy()
+        """Build from a topology.Topology; coordinates are kept when the whole fabric is one regular block."""
+        need_numpy()
         ids = sorted(topo.nodes)
         index = {nid: i for i, nid in enumerate(ids)}
         ports = 1 + max([max(pa, pb) for node_a, pa, node_b, pb in topo.links] or [0])
@@ -76,7 +76,7 @@ class Fabric:
     @classmethod
     def from_edges(cls, n, edges, ids=None):
         """Build from undirected edges between indices 0..n-1; ports are numbered per node in edge order."""
-        _need_numpy()
+        need_numpy()
         degree = [0] * n
         wired = []
         for u, v in edges:
@@ -162,7 +162,7 @@ def _bfs_step(frontier, nbrs, ports, remaining, chosen):
     port wins a tie) leads to ``nbrs[p][u]`` (one contiguous index array per port) in the frontier (n+1 rows, row n
     zero) leave ``remaining`` and are recorded in ``chosen[p]``. Returns their bits: the next frontier's n rows.
 
-    Dense on purpose: a row-sparse variant (as in _deadlock's propagation) measured no faster here, since 1 MiB
+    Dense on purpose: a row-sparse variant (as in deadlock.py's propagation) measured no faster here, since 1 MiB
     chunks make the dense AND/XOR passes cheap and the frontiers of a BFS level are rarely under a few % of rows."""
     before = remaining.copy()
     cand = np.empty_like(remaining)
@@ -178,10 +178,10 @@ def _bfs_step(frontier, nbrs, ports, remaining, chosen):
 def route_shortest_path(fab):
     """Minimal routes: BFS from every destination at once, one frontier level per step, as bitsets.
 
-    Ties go to the lowest port number. Shortest-path routing is not deadlock-free in general; check_routes
+    Ties go to the lowest port number. Shortest-path routing is not deadlock-free in general; plan.check_routes
     reports whether the channel-dependency graph of this table happens to be acyclic.
     """
-    _need_numpy()
+    need_numpy()
     n = fab.n
     nbr = _by_port(_padded_nbr(fab))
     port = np.full((n, n), -1, dtype=np.int8)
@@ -219,7 +219,7 @@ def _bfs_levels(fab, root):
 def updown_orientation(fab, root=None):
     """``(up, level)``: ``up[i, p]`` is True when the link out of port p of node i goes *up*, i.e. towards a
     smaller (BFS level from the root, node id) pair. Every link is up in one direction and down in the other."""
-    _need_numpy()
+    need_numpy()
     root_index = 0 if root is None else fab.node_index(root)
     level = _bfs_levels(fab, root_index)
     if (level < 0).any():
@@ -242,7 +242,7 @@ def route_updown(fab, root=None):
     down frontiers level by level and lets the remaining nodes join one level after an up-neighbour.
     The CDG of such routes is acyclic on any connected fabric (the (level, id) order never cycles).
     """
-    _need_numpy()
+    need_numpy()
     n, P = fab.n, fab.P
     up = updown_orientation(fab, root)[0]
     down = (fab.nbr >= 0) & ~up
@@ -328,9 +328,9 @@ def route_dimension_order(fab, chunk=256):
     """Dimension-order routing on a Mesh, Torus or Hypercube: correct dimension 0 first, then 1, …
 
     On a torus each dimension goes the shorter way round (ties: plus). Deadlock freedom on a torus needs two
-    virtual channels per link with a dateline on the wrap-around link of every ring (see check_routes).
+    virtual channels per link with a dateline on the wrap-around link of every ring (see plan.check_routes).
     """
-    _need_numpy()
+    need_numpy()
     if fab.coords is None:
         raise RoutingError("DimensionOrder needs a fabric that is one Mesh, Torus or Hypercube with coordinates")
     n = fab.n
@@ -380,7 +380,7 @@ def compute(fab, algorithm, root=None):
     if name == "ShortestPath":
         return route_shortest_path(fab)
     if name == "PerBlock":
-        raise RoutingError("PerBlock routing needs the topology definition's blocks (_hierarchy.engine)")
+        raise RoutingError("PerBlock routing needs the topology definition's blocks (hierarchy.engine)")
     return route_updown(fab, root)
 
 
@@ -463,45 +463,6 @@ def acyclic(num, src, dst):
         frontier = np.nonzero((indeg == 0) & (dec > 0))[0]
     left = np.nonzero(indeg > 0)[0]
     return left.size == 0, left
-
-
-def check_routes(fab, port, vcs=None, algorithm=None):
-    """Prove a table (see _deadlock.prove): every route reaches its destination, and the channel-dependency
-    graph on virtual channels is acyclic. ``vcs``: None (one VC), ``"dateline"`` or ``"layers"``.
-
-    Returns the certificate with the summary keys ``algorithm, nodes, links, deadlock_free, virtual_channels``.
-    """
-    from ansible_collections.msa.hpc.plugins.module_utils import _deadlock as D
-    _need_numpy()
-    cert = D.prove(fab, port, vcs or "single")
-    cert.update(algorithm=algorithm, nodes=int(fab.n), links=int((fab.nbr >= 0).sum() // 2))
-    return summary(cert)
-
-
-def summary(cert):
-    """The certificate plus the summary keys the EMP and the module report."""
-    cert["deadlock_free"] = bool(cert["acyclic"] and cert["reachable"])
-    cert["virtual_channels_available"] = cert["virtual_channels"]
-    cert["virtual_channels"] = cert["virtual_channels_used"]
-    return cert
-
-
-def plan(fab, algorithm, root=None, fallback=(), vcs=None, compute_fn=None):
-    """Compute a table and prove it deadlock-free: ``(port, certificate)``.
-
-    The routes of ``algorithm`` are spread over virtual channels when they need it (dateline or up*/down*
-    layers); when they cannot be, the engines of ``fallback`` are tried in order (OpenSM's ``-R a,b``).
-    Raises RoutingError (a _deadlock.Refused) naming every algorithm tried and the channels on its cycle.
-    """
-    from ansible_collections.msa.hpc.plugins.module_utils import _deadlock as D
-    _need_numpy()
-    engines = [algorithm_name(algorithm)] + [algorithm_name(e) for e in fallback or ()]
-    if compute_fn is None:
-        def compute_fn(f, name):
-            return compute(f, name, root)
-    port, cert = D.safe_plan(fab, list(dict.fromkeys(engines)), D.MODEL_VCS if vcs is None else vcs, root,
-                             compute=compute_fn)
-    return port, summary(cert)
 
 
 def tables(fab, port):

@@ -4,12 +4,12 @@
 Every ``topology`` block is routed by its own algorithm on the links among its own nodes; the table entry of
 node u towards node t comes from the lowest block that holds both (a pair inside the SDV hypercube follows the
 hypercube's dimension order, a pair between the SDV and the FS mesh follows SUB's shortest paths, a pair with
-the NAM follows the top level). The combined table is then proved like any other (_deadlock.safe_plan).
+the NAM follows the top level). The combined table is then proved like any other (deadlock.safe_plan).
 """
 from __future__ import annotations
 
-from ansible_collections.msa.hpc.plugins.module_utils import _routing as R
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import routing as R
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 
 try:
     import numpy as np
@@ -103,7 +103,7 @@ def compute(topo, fab, overrides=None):
 
 
 def engine(topo, overrides=None):
-    """A ``compute(fab, name)`` callable for _deadlock.safe_plan that routes ``PerBlock`` by the blocks and
+    """A ``compute(fab, name)`` callable for deadlock.safe_plan that routes ``PerBlock`` by the blocks and
     every other name over the whole fabric; it records the block algorithms in ``.algorithms``."""
 
     def run(fab, name):

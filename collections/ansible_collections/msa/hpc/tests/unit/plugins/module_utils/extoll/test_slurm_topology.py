@@ -9,8 +9,8 @@ import re
 import pytest
 
 from ansible_collections.msa.hpc.plugins.module_utils import _hostlist as HL
-from ansible_collections.msa.hpc.plugins.module_utils import _slurm_topology as ST
-from ansible_collections.msa.hpc.plugins.module_utils import _topology as T
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import slurm_topology as ST
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
 
 FIGURE3 = pathlib.Path(__file__).parent / "fixtures" / "td" / "figure3.td"
 

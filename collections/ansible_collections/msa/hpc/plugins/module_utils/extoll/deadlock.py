@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Deadlock-freedom proofs of EXTOLL routing tables on virtual channels, as bitset array passes.
 
-The model (docs/extoll_routing.md): every EXTOLL link offers ``MODEL_VCS`` = 4 virtual channels. A table is
+The model (docs/extollrouting.md): every EXTOLL link offers ``MODEL_VCS`` = 4 virtual channels. A table is
 destination based (``port[u, t]``); the VC a packet uses on its next hop is chosen at each node from the VC it
 arrived on, the link it arrived on and the link it leaves on, by one of three local rules (schemes):
 
@@ -19,7 +19,7 @@ that every route ends at its destination (a reverse BFS over the table) and coun
 """
 from __future__ import annotations
 
-from ansible_collections.msa.hpc.plugins.module_utils import _routing as R
+from ansible_collections.msa.hpc.plugins.module_utils.extoll import routing as R
 
 try:
     import numpy as np
@@ -451,7 +451,7 @@ def schemes_for(fab, algorithm, vcs=MODEL_VCS):
 def safe_plan(fab, engines, vcs=MODEL_VCS, root=None, compute=None):
     """Route with the first engine of ``engines`` whose table can be proved deadlock-free on ``vcs`` VCs.
 
-    ``compute(fab, engine)`` returns the table (default: _routing.compute). Returns ``(port, certificate)``;
+    ``compute(fab, engine)`` returns the table (default: routing.compute). Returns ``(port, certificate)``;
     the certificate adds ``algorithm``, ``requested`` and ``attempts`` (every engine/scheme tried and why it
     failed). Raises :class:`Refused` naming each algorithm and the channels on its cycle when none works.
     """
