@@ -31,7 +31,6 @@ author:
   - msa.hpc maintainers (@msa-hpc)
 extends_documentation_fragment:
   - msa.hpc.attributes
-  - msa.hpc.attributes.platform
 options:
   endpoint:
     description: Base URL of the EMP master, for example C(https://mgmt01:9000).
@@ -261,6 +260,7 @@ table_changes:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.msa.hpc.plugins.module_utils._module_run import rest_failure, run_module
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestError
 from ansible_collections.msa.hpc.plugins.module_utils.extoll.emp import EmpClient, FabricError
 from ansible_collections.msa.hpc.plugins.module_utils.extoll.fabric_state import apply
@@ -288,22 +288,20 @@ def main():
         mutually_exclusive=[("topology_file", "topology")],
         supports_check_mode=True,
     )
-    try:
-        emp = EmpClient.connect(module.params["endpoint"], token=module.params["token"],
-                                validate_certs=module.params["validate_certs"], ca_path=module.params["ca_path"],
-                                timeout=module.params["timeout"])
-        result = apply(emp, module.params, module.check_mode)
-    except TopologyError as exc:
-        field = "topology_file" if module.params.get("topology_file") else "topology"
-        module.fail_json(msg="%s: %s" % (field, exc), file=exc.file, line=exc.line, reason=exc.reason)
-    except RestError as exc:
-        module.fail_json(msg="EMP master at %s: %s" % (module.params["endpoint"], exc), status=exc.status)
-    except FabricError as exc:
-        module.fail_json(msg=str(exc), **exc.result)
-    if not module._diff:
-        result.pop("diff", None)
-    module.exit_json(**result)
+    params = module.params
+    field = "topology_file" if params.get("topology_file") else "topology"
 
+    def action():
+        emp = EmpClient.connect(params["endpoint"], token=params["token"], validate_certs=params["validate_certs"],
+                                ca_path=params["ca_path"], timeout=params["timeout"])
+        return apply(emp, params, module.check_mode)
+
+    run_module(module, action, [
+        (TopologyError, lambda exc: {"msg": "%s: %s" % (field, exc), "file": exc.file, "line": exc.line,
+                                     "reason": exc.reason}),
+        (RestError, rest_failure("EMP master", params["endpoint"])),
+        (FabricError, lambda exc: dict(exc.result, msg=str(exc))),
+    ])
 
 if __name__ == "__main__":
     main()

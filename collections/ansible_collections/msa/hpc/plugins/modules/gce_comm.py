@@ -21,7 +21,6 @@ author:
   - msa.hpc maintainers (@msa-hpc)
 extends_documentation_fragment:
   - msa.hpc.attributes
-  - msa.hpc.attributes.platform
   - msa.hpc.manager
 options:
   state:

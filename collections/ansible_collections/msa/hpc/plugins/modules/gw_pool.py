@@ -24,7 +24,6 @@ author:
   - msa.hpc maintainers (@msa-hpc)
 extends_documentation_fragment:
   - msa.hpc.attributes
-  - msa.hpc.attributes.platform
 options:
   state:
     description: What to do.

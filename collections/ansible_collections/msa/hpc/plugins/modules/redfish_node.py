@@ -23,7 +23,6 @@ author:
   - msa.hpc maintainers (@msa-hpc)
 extends_documentation_fragment:
   - msa.hpc.attributes
-  - msa.hpc.attributes.platform
   - msa.hpc.redfish
 options:
   state:

@@ -53,7 +53,6 @@ attributes:
     support: none
 extends_documentation_fragment:
   - msa.hpc.attributes
-  - msa.hpc.attributes.platform
   - msa.hpc.slurmrest
 options:
   name:

@@ -28,7 +28,6 @@ attributes:
     support: none
 extends_documentation_fragment:
   - msa.hpc.attributes
-  - msa.hpc.attributes.platform
 options:
   installed:
     description:
