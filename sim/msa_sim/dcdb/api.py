@@ -25,9 +25,8 @@ import json
 import logging
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler
 
-from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, dispatching
 
 LOG = logging.getLogger("dcdb.api")
 MAX_SERIES = 1000
@@ -155,7 +154,7 @@ def job_info(agent, jobid, params):
     return result
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(dispatching("GET", "POST", handler="_handle")):
     server_version = "dcdb-collectagent/1"
     protocol_version = "HTTP/1.1"
     agent = None
@@ -234,12 +233,6 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # a bug must answer 500, not kill the connection
             LOG.exception("request %s %s failed", method, self.path)
             self._send(500, {"error": "internal error: %s" % exc})
-
-    def do_GET(self):
-        self._handle("GET")
-
-    def do_POST(self):
-        self._handle("POST")
 
     def do_OPTIONS(self):
         self.send_response(204)

@@ -7,9 +7,8 @@ import hmac
 import json
 import logging
 import re
-from http.server import BaseHTTPRequestHandler
 
-from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, dispatching
 from .engine import EmpError
 
 log = logging.getLogger("emp.api")
@@ -26,7 +25,7 @@ def make_server(master, address, port, token=None, seed_only=False, tls=None):
     answers only the seed's endpoint list (404 for the extras), as a master that has nothing more would. ``tls``
     (cert, key) makes the socket TLS only."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(dispatching("GET", "POST", "PUT")):
         server_version = "emp-master/1"
         protocol_version = "HTTP/1.1"
 
@@ -84,15 +83,6 @@ def make_server(master, address, port, token=None, seed_only=False, tls=None):
             if isinstance(result, tuple):
                 return self._send(200, result[1], result[0])
             return self._send(200, result)
-
-        def do_GET(self):
-            self._dispatch("GET")
-
-        def do_POST(self):
-            self._dispatch("POST")
-
-        def do_PUT(self):
-            self._dispatch("PUT")
 
     def route(method, path, body):
         m = master

@@ -43,12 +43,11 @@ import logging
 import re
 import socket
 import subprocess
-from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.msa.hpc.plugins.module_utils import _gce as G
 from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, parse_size
-from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, dispatching
 from msa_sim.nammgr import munge
 from msa_sim.nammgr.store import StoreError
 
@@ -170,7 +169,7 @@ def _too_big(size):
             "(rank field of 10 bits); use software collectives" % (size, G.MAX_PROCESSES_PER_COMMUNICATOR))
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(dispatching("GET", "POST", "DELETE")):
     protocol_version = "HTTP/1.1"
     server_version = "nam-manager/1"
     routes = []
@@ -258,15 +257,6 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # an unexpected fault must still answer, and be logged with its traceback
             log.exception("%s %s failed", method, self.path)
             return self._error(500, "internal", "internal error: %s" % exc.__class__.__name__)
-
-    def do_GET(self):
-        self._dispatch("GET")
-
-    def do_POST(self):
-        self._dispatch("POST")
-
-    def do_DELETE(self):
-        self._dispatch("DELETE")
 
 
 def route(method, pattern, open_route=False, job_ok=False):

@@ -34,10 +34,9 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.jobs import JobRecordError, check_job_id
-from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, dispatching
 from msa_sim.psgwd import forward as fwd
 from msa_sim.psgwd import tunnel
 from msa_sim.psgwd.store import DaemonStore
@@ -387,7 +386,7 @@ class Agent:
                 "jobs": len(self.store.all())}
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(dispatching("GET", "POST", "DELETE")):
     server_version = "psgw-agent/1"
 
     def log_message(self, fmt, *args):
@@ -444,15 +443,6 @@ class Handler(BaseHTTPRequestHandler):
             raise AgentError(404, "no such resource: %s %s" % (method, path))
         except AgentError as exc:
             return self._send(exc.status, {"error": {"message": str(exc)}})
-
-    def do_GET(self):
-        self._dispatch("GET")
-
-    def do_POST(self):
-        self._dispatch("POST")
-
-    def do_DELETE(self):
-        self._dispatch("DELETE")
 
 
 class AgentServer(TLSThreadingHTTPServer):

@@ -17,10 +17,9 @@ import json
 import logging
 import re
 import socket
-from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
-from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, dispatching
 from msa_sim.rma import capability as C
 from msa_sim.rma.collective import CollectiveError
 from msa_sim.rma.memory import AccessError
@@ -48,7 +47,7 @@ def _int(query, field, default=None):
     return int(raw)
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(dispatching("GET", "PUT", "POST")):
     protocol_version = "HTTP/1.1"
     server_version = "msa-rma/1"
 
@@ -162,15 +161,6 @@ class Handler(BaseHTTPRequestHandler):
             claims, _int(query, "rank"), _int(query, "seq"), query.get("op", ""), query.get("datatype", ""),
             data, _int(query, "timeout", 60))
         return self._send(200, result, "application/octet-stream")
-
-    def do_GET(self):
-        self._dispatch("GET")
-
-    def do_PUT(self):
-        self._dispatch("PUT")
-
-    def do_POST(self):
-        self._dispatch("POST")
 
 
 class Server(TLSThreadingHTTPServer):

@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import logging
 import ssl
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 log = logging.getLogger("msa_hpc.tls")
 # Seconds a client has to complete the TLS handshake.
 HANDSHAKE_TIMEOUT = 10.0
+
+
+def dispatching(*methods, handler="_dispatch"):
+    """A request handler base whose ``do_<METHOD>`` for each of ``methods`` calls ``self.<handler>(METHOD)``; a
+    method it does not list is answered 501 by BaseHTTPRequestHandler, as before."""
+    def method(name):
+        return lambda self: getattr(self, handler)(name)
+    return type("DispatchingHandler", (BaseHTTPRequestHandler,), {"do_" + m: method(m) for m in methods})
 
 
 def server_context(cert, key):
