@@ -61,15 +61,6 @@ def standalone_env(base):
     return env
 
 
-def vendor_layer():
-    """The implementation variables deep_est's layer must set, from every role's defaults."""
-    names = set()
-    for defaults in COLLECTION.glob("roles/*/defaults/main.yml"):
-        text = defaults.read_text()
-        names |= set(re.findall(r"\b([a-z]+_implementation)\b", text))
-    return sorted(names)
-
-
 # The nodes' init system: this machine may run no systemd, so the play's systemctl answers as a fresh node's would
 # (every unit known, stopped and disabled; the systemd modules only read state in check mode).
 SYSTEMCTL = """#!/bin/sh
@@ -181,24 +172,6 @@ def rendered(result):
         if result.get(key) is not None:
             texts.append(json.dumps(result[key]))
     return "\n".join(texts)
-
-
-def test_deep_est_layer_chooses_the_vendor_implementation_of_every_role():
-    layer = yaml.safe_load((BUNDLE / "inventories" / "systems" / "deep_est" / "group_vars" / "all.yml").read_text())
-    names = vendor_layer()
-    assert names, "no *_implementation variable in the roles' defaults"
-    families = {n for n in names if not any(n.startswith(role + "_") for role in
-                                            [p.name for p in (COLLECTION / "roles").iterdir()])}
-    missing = sorted(n for n in families if layer.get(n) != "vendor")
-    assert not missing, "deep_est's layer does not set vendor for %s (layer: %s)" % (missing, layer)
-
-
-def test_roles_default_to_the_vendor_implementation():
-    for defaults in sorted(COLLECTION.glob("roles/*/defaults/main.yml")):
-        for name, value in (yaml.safe_load(defaults.read_text()) or {}).items():
-            if name.endswith("_implementation"):
-                assert "default('vendor')" in str(value) or value == "vendor", (
-                    "%s: %s defaults to %r, not vendor" % (defaults.relative_to(COLLECTION), name, value))
 
 
 def test_site_yml_runs_in_check_mode_from_the_installed_collection_alone(standalone):

@@ -12,8 +12,7 @@ import time
 
 import _bench_paths  # noqa: F401  (the checkout's collection and stand-ins)
 
-sys.path.insert(0, os.path.join(_bench_paths.BUNDLE, "collections", "ansible_collections", "msa", "hpc", "roles",
-                                "nam_manager", "files"))
+sys.path.insert(0, os.path.join(_bench_paths.BUNDLE, "sim", "nam_client"))
 
 import msa_nam  # noqa: E402
 from msa_sim.rma.testing import System  # noqa: E402

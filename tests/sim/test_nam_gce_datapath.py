@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""NAM and GCE from a job's code (issue 21): the client library (roles/nam_manager/files/msa_nam.py, msa_gce.py)
+"""NAM and GCE from a job's code (issue 21): the client library (sim/nam_client/msa_nam.py, msa_gce.py)
 against a real manager and real NAM and GCE board processes (msa_sim.rma), all over TLS on 127.0.0.1."""
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ from ansible_collections.msa.hpc.plugins.module_utils._rest import tls_context
 from msa_sim.rma import capability as C
 from msa_sim.rma.testing import ROOT, System
 
-sys.path.insert(0, os.path.join(ROOT, "collections", "ansible_collections", "msa", "hpc", "roles", "nam_manager",
-                                "files"))
+sys.path.insert(0, os.path.join(ROOT, "sim", "nam_client"))
 import msa_gce  # noqa: E402
 import msa_nam  # noqa: E402
 

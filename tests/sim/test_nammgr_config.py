@@ -40,6 +40,25 @@ def test_a_full_config_gives_every_board_its_capacity_aat_and_reserve():
     assert cfg.gce_devices == [{"name": "gce01", "node_id": 130, "data_url": ""}]
 
 
+
+def test_drop_ins_of_manager_conf_d_add_the_installations_own_settings(tmp_path):
+    """The harness puts its stand-in boards' data paths into manager.conf.d/; a drop-in's error names its file."""
+    conf = tmp_path / "manager.conf"
+    conf.write_text(GOOD)
+    (tmp_path / "manager.conf.d").mkdir()
+    (tmp_path / "manager.conf.d" / "50-boards.conf").write_text(
+        "[manager]\ncapability_ttl = 60\n[gce:gce01]\ndata_url = https://10.0.0.9:8790\n")
+    (tmp_path / "manager.conf.d" / "ignored.txt").write_text("[manager]\nport = 1\n")
+    cfg = C.load(str(conf))
+    assert cfg.capability_ttl == 60 and cfg.port == 8780
+    assert cfg.gce_devices == [{"name": "gce01", "node_id": 130, "data_url": "https://10.0.0.9:8790"}]
+    (tmp_path / "manager.conf.d" / "60-bad.conf").write_text("[manager]\nportt = 1\n")
+    with pytest.raises(C.ConfigError, match="unknown keys portt"):
+        C.load(str(conf))
+    (tmp_path / "manager.conf.d" / "60-bad.conf").write_text("no section\n")
+    with pytest.raises(C.ConfigError, match="60-bad.conf"):
+        C.load(str(conf))
+
 @pytest.mark.parametrize("text, fragment", [
     ("[manager]\nportt = 1\n", "unknown keys portt"),
     ("[nam:x]\nnode_id = 1\n", "[nam:x]: capacity is missing"),

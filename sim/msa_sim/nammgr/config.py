@@ -31,6 +31,7 @@
 from __future__ import annotations
 
 import configparser
+import glob
 import os
 
 from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, parse_size
@@ -108,12 +109,14 @@ def _size(raw):
     return parse_size(str(raw).strip(), "size")
 
 
-def parse(text, path="manager.conf"):
+def parse(text, path="manager.conf", extra=()):
+    """manager.conf's text, then each (text, source) of extra: the drop-ins add keys and sections or override."""
     cp = configparser.ConfigParser(inline_comment_prefixes=(";", "#"), interpolation=None)
-    try:
-        cp.read_string(text, source=path)
-    except configparser.Error as exc:
-        raise ConfigError("%s: %s" % (path, exc)) from None
+    for piece, source in [(text, path)] + list(extra):
+        try:
+            cp.read_string(piece, source=source)
+        except configparser.Error as exc:
+            raise ConfigError("%s: %s" % (source, exc)) from None
     if not cp.has_section("manager"):
         cp.add_section("manager")
     main = cp["manager"]
@@ -177,9 +180,15 @@ def parse(text, path="manager.conf"):
 
 
 def load(path=DEFAULT_PATH):
+    """path, then the drop-ins <path>.d/*.conf in name order (the harness puts its stand-in's own settings there)."""
     try:
         with open(path, "r", encoding="utf-8") as fh:
-            return parse(fh.read(), path)
+            text = fh.read()
+        extra = []
+        for dropin in sorted(glob.glob(glob.escape(path + ".d") + "/*.conf")):
+            with open(dropin, "r", encoding="utf-8") as fh:
+                extra.append((fh.read(), dropin))
+        return parse(text, path, extra)
     except OSError as exc:
         raise ConfigError("cannot read %s: %s" % (path, exc.strerror)) from None
     except SizeError as exc:

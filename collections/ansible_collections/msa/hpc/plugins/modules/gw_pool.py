@@ -11,7 +11,7 @@ short_description: Allocate gateway nodes to jobs and write their routing files
 description:
   - Manages the pool of MPI gateway nodes of a Modular Supercomputing Architecture system as a global,
     job-exclusive resource (seed 004 sections 3 and 4.2-4.3). The pool lives in an SQLite database on the
-    Slurm controller, the same one the C(msa_sim.psgwd.slurm) prolog and epilog use.
+    Slurm controller, the same one the gateway prolog and epilog hooks use.
   - V(allocated) gives O(count) free gateways to O(job_id), all or nothing, and writes the job's routing file
     (one line C(<gateway address>:<port> <cluster node> <booster node>) per node pair) when O(routing_file),
     O(cluster_nodes) and O(booster_nodes) are given. Asking again for the same job changes nothing.

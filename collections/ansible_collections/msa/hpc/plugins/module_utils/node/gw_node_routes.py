@@ -14,7 +14,7 @@ it (a later job's prolog leaves it, and its traffic to that peer crosses where t
 and when that job ends its epilog hands the route over to the next job's gateway rather than removing it. Prologs and
 epilogs of jobs on one node take a lock on the state directory. A route is a convenience: the gateway's nftables
 rules decide what crosses (docs/architecture.md §4.6). ``--route-helper CMD`` replaces ``ip route`` by
-``CMD add|del PEER VIA OWN`` (the simulator's EXTOLL side tunnels to the gateway: msa_sim.psgwd.tunnel).
+``CMD add|del PEER VIA OWN`` (the simulator's EXTOLL side tunnels to the gateway with its own helper).
 """
 from __future__ import annotations
 
