@@ -4,9 +4,9 @@ firmware versions, update tasks and event subscriptions."""
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import threading
+
+from msa_sim.sqlite import open_versioned
 
 SCHEMA_VERSION = 2
 SCHEMA = """
@@ -49,25 +49,17 @@ SYSTEM_COLUMNS = ("boot_enabled", "boot_target", "boot_mode", "last_power", "las
 SESSION_COLUMNS = ("id", "token_sha256", "username", "role", "created", "last_used")
 
 
+def _add_health_and_settings(db):
+    """Version 1 had no health or settings column (its new tables come from SCHEMA)."""
+    db.execute("ALTER TABLE systems ADD COLUMN health TEXT NOT NULL DEFAULT 'OK'")
+    db.execute("ALTER TABLE systems ADD COLUMN settings TEXT NOT NULL DEFAULT '{}'")
+
+
 class Store:
     def __init__(self, path):
-        if path != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        # synchronous=NORMAL is WAL-safe: a crash loses at most the last commits
+        self._db = open_versioned(path, SCHEMA, SCHEMA_VERSION, {1: _add_health_and_settings}, synchronous="normal")
         self._lock = threading.RLock()
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL-safe; a crash loses at most the last commits
-            self._db.executescript(SCHEMA)
-            row = self._db.execute("SELECT version FROM schema_version").fetchone()
-            if row is None:
-                self._db.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
-            elif row[0] == 1:  # version 1 had no health or settings column; new tables came from SCHEMA above
-                self._db.execute("ALTER TABLE systems ADD COLUMN health TEXT NOT NULL DEFAULT 'OK'")
-                self._db.execute("ALTER TABLE systems ADD COLUMN settings TEXT NOT NULL DEFAULT '{}'")
-                self._db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
-            elif row[0] != SCHEMA_VERSION:
-                raise RuntimeError("state database %s has schema %s, expected %s" % (path, row[0], SCHEMA_VERSION))
 
     def close(self):
         with self._lock:

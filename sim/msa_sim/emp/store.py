@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import threading
+
+from msa_sim.sqlite import open_versioned
 import time
 
 SCHEMA_VERSION = 1
@@ -24,18 +24,8 @@ CREATE TABLE IF NOT EXISTS log (id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NO
 
 class Store:
     def __init__(self, path):
-        if path != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db = open_versioned(path, SCHEMA, SCHEMA_VERSION)
         self._lock = threading.RLock()
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(SCHEMA)
-            row = self._db.execute("SELECT version FROM schema_version").fetchone()
-            if row is None:
-                self._db.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
-            elif row[0] != SCHEMA_VERSION:
-                raise RuntimeError("state database %s has schema %s, expected %s" % (path, row[0], SCHEMA_VERSION))
 
     def _tx(self, statements):
         with self._lock:
