@@ -303,5 +303,6 @@ def main():
         (FabricError, lambda exc: dict(exc.result, msg=str(exc))),
     ])
 
+
 if __name__ == "__main__":
     main()
