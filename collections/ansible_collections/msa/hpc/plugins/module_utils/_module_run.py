@@ -18,9 +18,12 @@ def run_module(module, action, failures):
     """End ``module`` with ``action()``'s result, or with the failure of the first ``(classes, failure)`` pair of
     ``failures`` whose classes the raised error is one of (``failure(exc)`` gives the keyword arguments of
     ``fail_json``). An error no pair names is not caught: it is a bug, and Ansible shows its traceback."""
+    expected = ()
+    for classes, dummy in failures:
+        expected += _classes(classes)
     try:
         result = action()
-    except tuple(cls for classes, _ in failures for cls in _classes(classes)) as exc:
+    except expected as exc:
         failure = next(make for classes, make in failures if isinstance(exc, _classes(classes)))
         module.fail_json(**failure(exc))
         raise  # fail_json exits; this is only reached by a stand-in module that does not
