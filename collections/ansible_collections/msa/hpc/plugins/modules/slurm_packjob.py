@@ -353,7 +353,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.cli import CliTransport
-from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import PackJobError, validate
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.model import PackJobError, validate
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.modulelist import choose, same_shape
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.records import TransportError
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.render import estimate_plan, fill_leader, plan

@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""slurm_packjob's submissions: the sbatch options and batch script of each job of a job model (slurm/job.py)."""
+"""slurm_packjob's submissions: the sbatch options and batch script of each job of a job model (slurm/model.py)."""
 from __future__ import annotations
 
 import shlex
 
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import LICENSE_GATEWAY, LICENSE_GCE, LICENSE_NAM
-from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import (
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.model import (
     DELAY_COMMENT_KEY, GATEWAY_OPTIONS, GCE_COMMENT_KEY, GCE_ENV, LEADER_PLACEHOLDER, NAM_COMMENT_KEY, NAM_ENV,
     format_comment)
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.modulelist import partition_list, same_shape

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ansible_collections.msa.hpc.plugins.module_utils._hostlist import HostlistError, expand
-from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import (
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.model import (
     DELAY_COMMENT_KEY, LEGACY_DELAY_KEY, NOT_CHOSEN, parse_comment)
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.records import ACTIVE_STATES, FINAL_STATES
 

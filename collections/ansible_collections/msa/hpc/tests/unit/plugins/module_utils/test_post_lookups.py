@@ -8,7 +8,7 @@ from ansible_collections.msa.hpc.plugins.module_utils._gce import GceService
 from ansible_collections.msa.hpc.plugins.module_utils._nam import NamService
 from ansible_collections.msa.hpc.plugins.module_utils._redfish import Redfish
 from ansible_collections.msa.hpc.plugins.module_utils._rest import OutcomeUnknownError, RestClient
-from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import validate
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.model import validate
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.render import plan
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.rest import RestTransport, SlurmRestError
 from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.faulty_http import FaultyServer

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.msa.hpc.plugins.module_utils import _nam, _slurm_conf
-from ansible_collections.msa.hpc.plugins.module_utils.slurm import job as _job
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import model as _job
 from ansible_collections.msa.hpc.plugins.module_utils._sizes import SizeError, format_size, parse_size
 
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import PackJobError, validate
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.model import PackJobError, validate
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "slurm")
 SYSTEM = {"partitions": {"cm": {"nodes": 4, "max_time": "1-00:00:00", "cpus_per_node": 24},

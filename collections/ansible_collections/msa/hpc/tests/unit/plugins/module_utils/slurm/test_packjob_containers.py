@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import (
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.model import (
     CONTAINER_WRAPPER, PackJobError, container_command, validate)
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.render import estimate_plan, plan
 

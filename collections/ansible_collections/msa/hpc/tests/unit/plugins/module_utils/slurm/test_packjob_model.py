@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The job model: validation names component, field and value of every problem (slurm/job.py)."""
+"""The job model: validation names component, field and value of every problem (slurm/model.py)."""
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import validate
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.model import validate
 from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.slurm.packjob_cases import SYSTEM, coupled_job, problems_of
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
-from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import (
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.model import (
     GATEWAY_OPTIONS, LEADER_PLACEHOLDER, parse_comment, validate)
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.modulelist import partition_list, same_shape
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.render import estimate_plan, fill_leader, licenses, plan

@@ -2,7 +2,7 @@
 """A job model's ids and per-component results in Slurm's records (slurm/results.py)."""
 from __future__ import annotations
 
-from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import NOT_CHOSEN, validate
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.model import NOT_CHOSEN, validate
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.records import parse_sacct_json, parse_squeue_json
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.results import cancel_targets, find_ids, results
 from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.slurm.packjob_cases import SYSTEM, coupled_job, read_fixture

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient
-from ansible_collections.msa.hpc.plugins.module_utils.slurm.job import validate
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.model import validate
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.records import (
     TransportError, parse_sacct_json, parse_squeue_json)
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.render import fill_leader, plan
