@@ -10,7 +10,9 @@ Usage: stage_times.py LOG [SLOWEST]   (SLOWEST: how many plays to list, default 
 import re
 import sys
 
-STAMP = re.compile(r"\[(\d\d):(\d\d):(\d\d)\] (==|--) (?:play )?(.*?)\s*$")
+# at the start of a line, or of a line molecule framed; a stamp inside other output (a runner's log echoed in a
+# task's message) is not one of this run's stages
+STAMP = re.compile(r"^\s*(?:[│┃|]\s*)?\[(\d\d):(\d\d):(\d\d)\] (==|--) (?:play )?(.*?)\s*$")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -18,7 +20,7 @@ def events(lines):
     """The log's stamps as (seconds since the first day's midnight, kind '==' or '--', name)."""
     day = last = 0
     for raw in lines:
-        match = STAMP.search(ANSI.sub("", raw))
+        match = STAMP.match(ANSI.sub("", raw))
         if not match:
             continue
         hours, minutes, seconds, kind, name = match.groups()

@@ -18,6 +18,7 @@ LOG = """\
 PLAY [Bring up the simulated system] ****
 \x1b[0;36m[10:07:31] -- play Bring up the simulated system\x1b[0m
 TASK [x] ***
+  │   "msg": "runner said: [10:08:00] == ansible-runner: rc=0"
   │ [10:09:01] -- play Base configuration of every node
 [10:20:01] == check_clean
 """
