@@ -13,7 +13,6 @@ from ansible_collections.msa.hpc.plugins.module_utils.slurm import nodes as N
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.reservations import parse_licenses
 
 SCHEMA_VERSION = 1
-NO_VAL_LIMIT = 0xFFFFFFF0
 
 _COUNTS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}
 _RESOURCE = {
@@ -173,17 +172,7 @@ def validate(value, schema=None, path="$"):
 # --- reading Slurm's answers ---------------------------------------------------------------------------------------
 
 def _number(value, default=0):
-    if isinstance(value, dict):
-        if not value.get("set", True) or value.get("infinite"):
-            return default
-        value = value.get("number")
-    if value is None or isinstance(value, bool):
-        return default
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        return default
-    return default if number >= NO_VAL_LIMIT or number < 0 else number
+    return S.number(value, default, minimum=0)
 
 
 def _words(value):

@@ -20,6 +20,27 @@ _JOB_ID = re.compile(r"^[1-9][0-9]{0,9}$")
 MAX_ID = (1 << 32) - 2          # uid/gid 4294967295 is (uid_t)-1, never a real account
 
 
+NO_VAL_LIMIT = 0xFFFFFFF0   # Slurm's NO_VAL/INFINITE markers in 32-bit fields
+
+
+def number(value, default=None, minimum=None):
+    """A number of Slurm's JSON: plain, ``{"set": true, "number": n}`` (newer data_parser) or a NO_VAL/INFINITE
+    marker, unset value or one below ``minimum`` → ``default``."""
+    if isinstance(value, dict):
+        if not value.get("set", True) or value.get("infinite"):
+            return default
+        value = value.get("number")
+    if value is None or isinstance(value, bool):
+        return default
+    try:
+        result = int(value)
+    except (TypeError, ValueError):
+        return default
+    if result >= NO_VAL_LIMIT or (minimum is not None and result < minimum):
+        return default
+    return result
+
+
 class JobRecordError(ValueError):
     """A job that cannot be read, or a field of it the hooks will not act on; the message names field and value."""
 

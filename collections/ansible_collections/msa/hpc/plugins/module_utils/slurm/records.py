@@ -14,7 +14,6 @@ ACTIVE_STATES = frozenset(("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CON
                            "REQUEUE_FED", "REQUEUE_HOLD", "SIGNALING", "STAGE_OUT", "STOPPED", "SPECIAL_EXIT"))
 FINAL_STATES = frozenset(("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
                           "DEADLINE", "OUT_OF_MEMORY", "REVOKED"))
-NO_VAL_LIMIT = 0xFFFFFFF0   # Slurm's NO_VAL/INFINITE markers in 32-bit fields
 
 
 class TransportError(RuntimeError):
@@ -28,21 +27,6 @@ def parse_sbatch_id(output):
     if not match:
         raise TransportError("sbatch printed no job id: %r" % text[:200])
     return int(match.group(1))
-
-
-def _number(value):
-    """Slurm JSON numbers: plain, ``{"set": true, "number": n}`` (newer data_parser) or NO_VAL markers → None."""
-    if isinstance(value, dict):
-        if not value.get("set", True) or value.get("infinite"):
-            return None
-        value = value.get("number")
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        return None
-    return None if number >= NO_VAL_LIMIT else number
 
 
 def _state(value):
@@ -61,9 +45,9 @@ def _exit(value):
         if "return_code" in value or "signal" in value:
             signal = value.get("signal")
             if isinstance(signal, dict):
-                signal = _number(signal.get("id", signal.get("signal_id")))
-            return _number(value.get("return_code")), _number(signal) or 0
-        value = _number(value)
+                signal = S.number(signal.get("id", signal.get("signal_id")))
+            return S.number(value.get("return_code")), S.number(signal) or 0
+        value = S.number(value)
         if value is None:
             return None, None
     if isinstance(value, str) and ":" in value:
@@ -95,7 +79,7 @@ def parse_squeue_json(text):
     out = []
     for job in _load(text, "squeue"):
         out.append(_record(job.get("job_id"), job.get("name"), job.get("user_name"), _state(job.get("job_state")),
-                           _number(job.get("het_job_id")), _number(job.get("het_job_offset")), job.get("nodes"),
+                           S.number(job.get("het_job_id")), S.number(job.get("het_job_offset")), job.get("nodes"),
                            _exit(job.get("exit_code")), job.get("partition"), job.get("comment")))
     return out
 
@@ -109,7 +93,7 @@ def parse_sacct_json(text):
         if isinstance(comment, dict):
             comment = comment.get("job")
         out.append(_record(job.get("job_id"), job.get("name"), job.get("user"), _state(job.get("state")),
-                           _number(het.get("job_id")), _number(het.get("job_offset")), job.get("nodes"),
+                           S.number(het.get("job_id")), S.number(het.get("job_offset")), job.get("nodes"),
                            _exit(job.get("exit_code")), job.get("partition"), comment))
     return out
 

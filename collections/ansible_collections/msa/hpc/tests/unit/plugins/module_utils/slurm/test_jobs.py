@@ -136,3 +136,12 @@ def test_scontrol_records_splits_at_the_key_and_keeps_values_with_spaces_whole()
     assert one_line == [{"JobId": "1", "Comment": "two words here", "JobState": "PENDING"},
                         {"JobId": "2", "JobState": "RUNNING"}]
     assert S.scontrol_records("Before=1 JobId=3 Nodes=a\n Nodes=b", "JobId") == [{"JobId": "3", "Nodes": "a"}]
+
+
+@pytest.mark.parametrize("value, kwargs, expected", [
+    (5, {}, 5), ("7", {}, 7), ({"set": True, "number": 3}, {}, 3), ({"set": False, "number": 3}, {}, None),
+    ({"infinite": True, "number": 0}, {}, None), (0xFFFFFFFE, {}, None), (True, {}, None), ("x", {}, None),
+    (-2, {}, -2), (-2, {"minimum": 0, "default": 0}, 0), (None, {"default": 0}, 0),
+])
+def test_number_reads_slurm_json_numbers_and_its_markers(value, kwargs, expected):
+    assert S.number(value, **kwargs) == expected
