@@ -15,7 +15,7 @@ endif
 STAMP = printf '[%s] == %s\n' "$$(date +%H:%M:%S)"
 STEP = @$(STAMP)
 
-.PHONY: setup demo sim-up sim-down site test unit lint molecule verify bench clean ee runner
+.PHONY: setup demo sim-up sim-down site test unit lint molecule verify bench bench-system clean ee runner
 
 setup:            ## packages, host fixes, venv, node image (each skipped when already there)
 	bash scripts/setup.sh
@@ -64,8 +64,12 @@ verify:           ## run one of molecule's checks against a running system: make
 
 test: unit lint molecule ## the README's second command (and what .ci/run calls)
 
-bench: setup      ## benchmarks: print figures and ratios measured in one run (bench_containers needs a running system, MSA_BENCH_SYSTEM=<name>; bench_scale runs only with MSA_BENCH_SCALE=1: each says so and skips by name)
-	for b in tests/bench/bench_*.py; do $(STAMP) "$$b"; $(BIN)/python $$b || exit 1; done
+SKIP ?=
+bench: setup      ## every benchmark (scripts/bench.sh): a bench that cannot run fails unless skipped by name: make bench SKIP=bench_scale
+	MSA_BENCH_SKIP=$(SKIP) MSA_BENCH_SYSTEM=$(SYSTEM) bash scripts/bench.sh all
+
+bench-system: setup ## the benches that need a running system, on $(SYSTEM): brought up and deployed first unless it runs
+	MSA_BENCH_SKIP=$(SKIP) MSA_BENCH_SYSTEM=$(SYSTEM) bash scripts/bench.sh system
 
 clean: sim-down
 	rm -rf .cache

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-import _bench_paths  # noqa: E402,F401  (the checkout's collection and stand-ins)
+import _bench_paths  # noqa: E402  (the checkout's collection and stand-ins)
 
 from msa_sim.bmc import auth, config  # noqa: E402
 from msa_sim.bmc.api import BmcService  # noqa: E402
@@ -81,7 +81,7 @@ def main():
         try:
             from ansible_collections.msa.hpc.plugins.module_utils import _redfish
         except ImportError as exc:
-            print("client layer not importable (%s); skipping the power-on round" % exc)
+            _bench_paths.skip("bench_bmc:power-on", "the collection's client layer is not importable (%s)" % exc)
             return 0
         start = time.perf_counter()
         for name in service.bmcs:

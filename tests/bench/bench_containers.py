@@ -81,8 +81,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     if not args.system:
-        print("bench_containers: set MSA_BENCH_SYSTEM=<system> (a system brought up with make sim-up site); skipped")
-        return 0
+        _bench_paths.skip("bench_containers", "no system: set MSA_BENCH_SYSTEM=<system> or run make bench-system")
     inv = system_inventory(args.system)
     hostvars = inv["_meta"]["hostvars"]
     mgmt = hostvars[inv["slurm_controller"]["hosts"][0] if "hosts" in inv.get("slurm_controller", {})

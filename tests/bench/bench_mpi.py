@@ -26,7 +26,7 @@ import os
 import shlex
 import sys
 
-import _bench_paths  # noqa: F401  (the checkout's collection, stand-ins and tests)
+import _bench_paths  # (the checkout's collection, stand-ins and tests)
 
 import bench_containers  # noqa: E402
 from bench_containers import say, ssh  # noqa: E402
@@ -61,8 +61,7 @@ def main():
     ap.add_argument("--big-iters", type=int, default=5)
     args = ap.parse_args()
     if not args.system:
-        print("bench_mpi: set MSA_BENCH_SYSTEM=<system> (a system brought up with make sim-up site); skipped")
-        return 0
+        _bench_paths.skip("bench_mpi", "no system: set MSA_BENCH_SYSTEM=<system> or run make bench-system")
     inv = bench_containers.system_inventory(args.system)
     hostvars = inv["_meta"]["hostvars"]
     controller = inv["msa_management"]["hosts"][0]

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-import _bench_paths  # noqa: F401,E402  (the checkout's collection)
+import _bench_paths  # noqa: E402  (the checkout's collection)
 from ansible_collections.msa.hpc.plugins.module_utils.extoll import plan as P
 from ansible_collections.msa.hpc.plugins.module_utils.extoll import routing as R
 from ansible_collections.msa.hpc.plugins.module_utils.extoll import topology as T
@@ -146,8 +146,8 @@ def opensm_time(k, engine, workdir):
 def opensm_side_by_side(k, ours):
     missing = opensm_missing()
     if missing:
-        print("OpenSM at %d^3: SKIPPED - %s not installed (scripts/setup.sh installs opensm, ibsim-utils, "
-              "libumad2sim0)" % (k, ", ".join(missing)))
+        _bench_paths.skip("bench_routing:opensm", "OpenSM at %d^3: %s not installed (scripts/setup.sh installs opensm, "
+                          "ibsim-utils, libumad2sim0)" % (k, ", ".join(missing)))
         return
     workdir = tempfile.mkdtemp(prefix="bench-opensm-")
     with open(os.path.join(workdir, "net"), "w", encoding="utf-8") as handle:

@@ -59,8 +59,7 @@ def main():
     parser.add_argument("--log", default=os.path.join(BUNDLE, ".cache", "bench_runner.log"))
     args = parser.parse_args()
     if not args.system:
-        print("bench_runner: no system (set MSA_BENCH_SYSTEM=<system> after make ee, sim-up and site): skipped")
-        return
+        _bench_paths.skip("bench_runner", "no system: set MSA_BENCH_SYSTEM=<system> (after make ee) or run make bench-system")
     os.makedirs(os.path.dirname(args.log), exist_ok=True)
     times = {"plain": [], "runner": []}
     print("== no-change site.yml%s on %s: plain ansible-playbook vs ansible-runner in the EE container (log %s)"

@@ -34,7 +34,9 @@ import subprocess
 import sys
 import time
 
-BUNDLE = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import _bench_paths  # noqa: E402  (the checkout's collection; skips only by name)
+
+BUNDLE = _bench_paths.BUNDLE
 ANSIBLE_PLAYBOOK = os.path.join(BUNDLE, ".venv", "bin", "ansible-playbook")
 RECAP_RE = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)"
                       r"\s+skipped=(\d+)\s+rescued=(\d+)\s+ignored=(\d+)")
@@ -327,8 +329,7 @@ def main(argv=None):
     parser.add_argument("--logdir", default="/tmp/msa-bench-scale-%s" % time.strftime("%Y%m%d-%H%M%S"))
     args = parser.parse_args(argv)
     if args.sizes is None and os.environ.get("MSA_BENCH_SCALE") != "1":
-        print("bench_scale: skipped (30-60 min: set MSA_BENCH_SCALE=1 or pass --sizes 16,32,64 to run it)")
-        return 0
+        _bench_paths.skip("bench_scale", "30-60 min: set MSA_BENCH_SCALE=1 or pass --sizes 16,32,64 to run it")
     sizes = [int(s) for s in (args.sizes or "16,32,64").split(",") if s.strip()]
     for size in sizes:
         if not os.path.isfile(os.path.join(BUNDLE, "inventories", "systems", "scale%d" % size, "system.msa.yml")):

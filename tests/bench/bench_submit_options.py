@@ -34,9 +34,7 @@ def main():
     parser.add_argument("--count", type=int, default=100)
     args = parser.parse_args()
     if not args.system:
-        print("bench_submit_options: set MSA_BENCH_SYSTEM=<system> (a system brought up with make sim-up site); "
-              "skipped")
-        return 0
+        _bench_paths.skip("bench_submit_options", "no system: set MSA_BENCH_SYSTEM=<system> or run make bench-system")
     inv = ansible_inventory("-i", "common.yml", "-i", "inventories/systems/%s" % args.system,
                             "-i", "inventories/sites/example", "--list")
     hostvars = inv["_meta"]["hostvars"]
