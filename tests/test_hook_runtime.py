@@ -5,7 +5,6 @@ the entry modules' imports), and no hook, unit or command of the roles refers to
 from __future__ import annotations
 
 import ast
-import shutil
 import subprocess
 import sys
 
@@ -14,6 +13,7 @@ import pytest
 import yaml
 
 from ansible_collections.msa.hpc.plugins.filter.module_utils_closure import module_utils_closure
+from ansible_collections.msa.hpc.plugins.module_utils import _file_tree
 from tests.helpers import BUNDLE
 
 ROLES = BUNDLE / "collections/ansible_collections/msa/hpc/roles"
@@ -47,14 +47,13 @@ def installed_code(items):
 
 
 def install(python_dir, items):
-    """The code as code.yml lays it out: empty package files above module_utils, the files it derives below."""
+    """The code as code.yml lays it out, with the module it calls (msa.hpc.file_tree's logic): empty package files
+    above module_utils, the files it derives below."""
     code_dir = python_dir / "ansible_collections/msa/hpc/plugins/module_utils"
-    code_dir.mkdir(parents=True)
-    for parent in [code_dir] + list(code_dir.relative_to(python_dir).parents)[:-1]:
-        (python_dir / parent / "__init__.py").touch()
-    for name in installed_code(items):
-        (code_dir / name).parent.mkdir(exist_ok=True)
-        shutil.copy(MODULE_UTILS / name, code_dir / name)
+    packages = [python_dir / parent / "__init__.py" for parent in
+                [code_dir.relative_to(python_dir)] + list(code_dir.relative_to(python_dir).parents)[:-1]]
+    files = {name: (MODULE_UTILS / name).read_bytes() for name in installed_code(items)}
+    _file_tree.install(str(code_dir), files, empty=[str(p) for p in packages])
 
 
 def render(item, python_dir):
