@@ -145,19 +145,20 @@ def step(args):
     else:
         e = esb.index(rank)
         lo, hi = slices[e]
-        received = []
+        received, got = [], 0
         t0 = time.monotonic()
         for c, src in enumerate(cm):
             part = array.array("d", bytes((hi - lo) * 8))
-            world.Recv([part, MPI.DOUBLE], source=src, tag=100 + c)
+            status = MPI.Status()
+            world.Recv([part, MPI.DOUBLE], source=src, tag=100 + c, status=status)
+            got += status.Get_count(MPI.BYTE)   # what MPI delivered, not what the slice should hold
             received.append(part)
-        out["received"] = sum(len(p) * 8 for p in received)
+        out["received"] = got
         out["receive_seconds"] = round(time.monotonic() - t0, 3)
         nam = attach(args.job)
         t0 = time.monotonic()
-        for c, part in enumerate(received):
-            nam.put(FIELD + (c * args.cells + lo) * 8, part)
-        out["nam"] = {"allocation": nam.id, "device": nam.device, "written": out["received"],
+        written = sum(nam.put(FIELD + (c * args.cells + lo) * 8, part) for c, part in enumerate(received))
+        out["nam"] = {"allocation": nam.id, "device": nam.device, "written": written,
                       "seconds": round(time.monotonic() - t0, 3)}
         counts = histogram(v for part in received for v in part)
         import msa_gce  # the node's GCE client library, with its software fallback

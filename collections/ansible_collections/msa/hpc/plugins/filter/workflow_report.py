@@ -182,8 +182,52 @@ def workflow_report_lines(report):
     return lines
 
 
+def workflow_report_failures(report):
+    """What the demo requires of msa.hpc.workflow_report's result, as one line per failed requirement (an empty list
+    when the workflow did what it claims): every part completed with exit code 0, on the CM and the ESB; the ESB ranks
+    received (MPI's own count) what the CM ranks sent; the allreduce ran on the GCE and equals MPI's; every gateway
+    the routing file gave a pair carried bytes (its kernel's forwarding counters or its psgwd's relay); the ESB ranks
+    wrote the NAM (the client's count of bytes written) and the DAM part read back as much, checksums right."""
+    if not isinstance(report, dict) or "coupling" not in report:
+        raise AnsibleFilterError("msa.hpc.workflow_report_failures: the input must be msa.hpc.workflow_report's result")
+    out = []
+    for comp in report.get("components") or []:
+        if comp.get("state") != "COMPLETED" or comp.get("exit_code") != 0:
+            out.append("%s part: %s, exit code %s" % (comp.get("label"), comp.get("state"), comp.get("exit_code")))
+    cpl = report["coupling"]
+    modules = sorted({p.get("module") for p in cpl.get("placement") or []})
+    if modules != ["cm", "esb"]:
+        out.append("ranks placed on the modules %s, not on the CM and the ESB" % modules)
+    if not cpl.get("sent") or cpl.get("received") != cpl.get("sent"):
+        out.append("the ESB ranks received %s bytes (MPI's count) of %s sent" % (cpl.get("received"), cpl.get("sent")))
+    gce = cpl.get("gce")
+    if not gce:
+        out.append("the GCE was not used")
+    else:
+        if not gce.get("on_gce"):
+            out.append("the allreduce did not run on the GCE: %s" % gce.get("path"))
+        if not gce.get("equal_to_mpi"):
+            out.append("the GCE's allreduce differs from MPI's own")
+    gateways = [g for g in report.get("gateways") or [] if g.get("pairs")]
+    if not gateways:
+        out.append("no gateway was given a node pair (routing file)")
+    for g in gateways:
+        if not (g.get("bytes") or 0) + (g.get("relayed") or 0):
+            out.append("gateway %s was given %s and carried 0 bytes" % (g.get("gateway"), ", ".join(g["pairs"])))
+    dam = cpl.get("dam") or {}
+    if not cpl.get("nam_written") or cpl.get("nam_written") != cpl.get("received"):
+        out.append("the ESB ranks wrote %s bytes into the NAM of %s received" % (cpl.get("nam_written"),
+                                                                                 cpl.get("received")))
+    if not dam.get("ok") or dam.get("read") != cpl.get("nam_written"):
+        out.append("the DAM part read %s bytes of %s written (checksums %s, histogram %s%s)" % (
+            dam.get("read"), cpl.get("nam_written"), dam.get("checksum_ok"), dam.get("histogram_ok"),
+            ": %s" % dam["error"] if dam.get("error") else ""))
+    return out
+
+
 class FilterModule:
     """Report of a modular workflow."""
 
     def filters(self):
-        return {"workflow_report": workflow_report, "workflow_report_lines": workflow_report_lines}
+        return {"workflow_report": workflow_report, "workflow_report_lines": workflow_report_lines,
+                "workflow_report_failures": workflow_report_failures}

@@ -8,7 +8,8 @@ import json
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.msa.hpc.plugins.filter.workflow_report import workflow_report, workflow_report_lines
+from ansible_collections.msa.hpc.plugins.filter.workflow_report import (
+    workflow_report, workflow_report_failures, workflow_report_lines)
 
 MIB = 1 << 20
 
@@ -148,3 +149,49 @@ def test_input_without_the_job_result_is_refused_naming_it(bad):
 def test_lines_refuse_what_is_not_a_report():
     with pytest.raises(AnsibleFilterError, match="workflow_report's result"):
         workflow_report_lines({"job": {}})
+
+
+# workflow_report_failures: the demo's requirements, each shown failing on a broken input ---------------------------
+
+def _broken(**changes):
+    """RAW with parts replaced (a deep copy): ``step``, ``dam``, ``gateways`` or ``job``."""
+    raw = json.loads(json.dumps(RAW))
+    raw.update(json.loads(json.dumps(changes)))
+    return workflow_report(raw)
+
+
+def _reducers(**extra):
+    return {"size": 4, "cells": 524288, "ranks": [
+        dict(r, **extra) if r["role"] == "reduce" else r for r in STEP["ranks"]]}
+
+
+def test_the_sound_workflow_fails_no_requirement():
+    assert workflow_report_failures(workflow_report(RAW)) == []
+
+
+@pytest.mark.parametrize("broken, says", [
+    # MPI delivered fewer bytes than were sent (its status count, not the slice size)
+    ({"step": _reducers(received=MIB)}, "received 2097152 bytes (MPI's count) of 4194304 sent"),
+    # the software fallback instead of the GCE
+    ({"step": _reducers(gce=dict(GCE_OK, path="software: no GCE licence"))},
+     "did not run on the GCE: software: no GCE licence"),
+    ({"step": _reducers(gce=dict(GCE_OK, equal_to_mpi=False))}, "differs from MPI's own"),
+    # a gateway given a pair that carried nothing
+    ({"gateways": {"gw01": _forwarded(4 * MIB), "gw02": {"forwarded": {}, "directions": {}}}},
+     "gateway gw02 was given cm01<->esb02 and carried 0 bytes"),
+    ({"routes": []}, "no gateway was given a node pair"),
+    # NAM written less than received, and the DAM part's read short or wrong
+    ({"step": _reducers(nam={"written": 1})}, "wrote 2 bytes into the NAM of 4194304 received"),
+    ({"dam": dict(DAM, read=MIB)}, "the DAM part read 1048576 bytes of 4194304 written"),
+    ({"dam": dict(DAM, ok=False, checksum_ok=False)}, "checksums False"),
+    ({"job": dict(RAW["job"], components=[dict(RAW["job"]["components"][0], state="FAILED", exit_code=1)])},
+     "CM part: FAILED, exit code 1"),
+])
+def test_each_requirement_fails_on_its_broken_input(broken, says):
+    failures = workflow_report_failures(_broken(**broken))
+    assert any(says in f for f in failures), failures
+
+
+def test_failures_refuse_what_is_not_a_report():
+    with pytest.raises(AnsibleFilterError, match="workflow_report's result"):
+        workflow_report_failures({"components": []})
