@@ -254,6 +254,14 @@ def test_a_nam_license_counts_one_gib_when_the_comment_has_no_size(job):
                                              "gce": True}
 
 
+def test_the_allocation_is_named_after_the_job_whatever_the_comment_says(job):
+    from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
+    from ansible_collections.msa.hpc.plugins.module_utils.node.nam_hooks import nam_request
+    # a comment written before job_submit.lua refused nam_name: another job's name is not squatted
+    job(82, "nam=1G,nam_name=slurm-81", "nam:1")
+    assert nam_request(S.read_job("82"))["name"] == "slurm-82"
+
+
 def test_epilog_never_fails_even_when_the_manager_is_away():
     out, err = io.StringIO(), io.StringIO()
     env = {"SLURM_JOB_ID": "5", "NAM_MANAGER_URL": "http://127.0.0.1:9", "NAM_MANAGER_CLIENT_CONF": "/nonexistent"}
