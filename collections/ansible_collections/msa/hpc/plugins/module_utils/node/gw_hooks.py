@@ -453,4 +453,5 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-gw-hook"
     action = {"prolog": prolog, "epilog": epilog, "health": health}[opts.action]
     return S.run_hook("psgw", opts.action, lambda: action(env, opts, out), {"prolog": REQUEUE, "epilog": 0}.get(
         opts.action, 1), env.get("SLURM_JOB_ID"), err,
-        (PrologError, P.PoolError, R.RoutingError, S.JobRecordError, U.UserFileError, OSError, ValueError))
+        (PrologError, P.PoolError, R.RoutingError, S.JobRecordError, U.UserFileError, OSError, ValueError),
+        scontrol=opts.scontrol)

@@ -265,4 +265,5 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-nam-hook
     action = {"prolog": prolog, "epilog": epilog, "health": health}[opts.action]
     return S.run_hook("nam", opts.action, lambda: action(env, opts, out, client_factory),
                       0 if opts.action == "epilog" else REQUEUE, env.get("SLURM_JOB_ID"), err,
-                      (HookError, S.JobRecordError, U.UserFileError, V.ReservationError, OSError, ValueError))
+                      (HookError, S.JobRecordError, U.UserFileError, V.ReservationError, OSError, ValueError),
+                      scontrol=opts.scontrol)
