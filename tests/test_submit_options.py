@@ -302,3 +302,12 @@ def test_lua_refuses_msa_keys_in_a_comment_changed_after_submission():
     assert out == {"rc": "refused", "msg": "--comment=gw_num=2: gw_num: MSA options are given at submission, "
                                            "not changed later"}
     assert translate({}, modify=41, comment="just a note")["rc"] == "translated"
+
+
+@pytest.mark.parametrize("comment,licenses,message", [
+    ("gw_num=2", "gateway:1", "--licenses=gateway:1: the comment asks gateway:2, more than the job's gateway:1"),
+    ("nam=2G", "nam:1", "--licenses=nam:1: the comment asks nam:2, more than the job's nam:1"),
+])
+def test_lua_refuses_a_comment_asking_more_than_the_jobs_own_licences(comment, licenses, message):
+    out = translate({}, partition="esb", comment=comment, licenses=licenses)
+    assert out == {"rc": "refused", "msg": message}

@@ -11,6 +11,11 @@
 --                                    started), comment delay=M;delay_after=<job>, and the controller's delay hook
 --                                    reserves its nodes for that time when <job> starts (one partition only);
 --                                    else a begin time M minutes after submission, comment delay=M
+-- Keys written by hand in --comment (seed 004 §4.2: gw_num=2,gw_file=route.txt,gw_cleanup nam=1G,nam_nonvolatile gce,
+-- or the msa: form msa.hpc.slurm_packjob writes) are read as the options they stand for, take the same checks and
+-- licences (a licence the job asks itself is kept when it covers them) and are written again; any other key, a
+-- nam_name (allocations are named after the job) and the delay keys are refused. A reservation msa_delay_<job> admits
+-- only job <job>, at submission and on a change (slurm_job_modify), and a changed comment carries no MSA key.
 -- The comment is the msa: form of module_utils/_jobopts.py (format_options/encode): the key order of its
 -- HOOK_KEYS, values without white space, ';', '=' or ','. Site values (pool size, NAM capacity, modules and which
 -- reach NAM/GCE) come from /etc/slurm/job_submit_msa.conf.lua, rendered from the inventory by msa.hpc.slurmctld.
@@ -167,7 +172,11 @@ local function add_licence(job_desc, name, count, by_hand)
   if current ~= nil and current ~= "" then
     for lic in string.gmatch(current, "[^,]+") do
       if string.match(lic, "^%s*([^:*]+)") == name then
-        if by_hand then return end
+        local asked = tonumber(string.match(lic, "[:*](%d+)%s*$") or "1")
+        if by_hand and asked >= count then return end
+        if by_hand then
+          refuse("licenses", current, string.format("the comment asks %s, more than the job's %s", item, lic))
+        end
         refuse("licenses", current, string.format("%s is asked by an MSA option already (%s)", name, item))
       end
     end
