@@ -6,19 +6,19 @@ A workflow's delayed part is its own job, submitted with ``--delay=M --dependenc
 makes its dependency ``after:<leader>+M`` and writes ``delay=M;delay_after=<leader>`` into its comment. When the
 leader starts, the prolog reserves the nodes of each delayed job of the leader for its start time (the leader's
 start + M minutes) with a Slurm reservation ``msa_delay_<job>`` (the job's partition, node count, licences, user, and
-its time limit bounded by the partition's MaxTime) and binds the job to it; job_submit.lua lets no other job into it, so the scheduler keeps those nodes for it and starts it when asked, not when
-the queue allows. When the nodes cannot be reserved for that time (jobs hold them past it), the next minute is tried,
-and so on up to an hour (Algorithm 2's added delay, for that component). A delayed job that starts while its leader
-was cancelled (also while the leader was still pending, when no reservation was made) is cancelled by its own
-prolog; the epilog of a leader that did not complete (cancelled, failed, timed out; read from accounting, since
-squeue says COMPLETING while the epilog runs) cancels its delayed jobs; the epilog of a delayed job removes its
-reservation (``PURGE_COMP`` removes it too once it is idle). A delayed job cancelled while it pends gets no
-EpilogSlurmctld (Slurm runs it only for a job that had nodes), so ``sweep``, run every few seconds by a systemd timer
-on the controller, removes every ``msa_delay_<job>`` reservation whose job has ended or is gone, is held (a held
-job would keep its nodes reserved for nothing), or still pends some minutes after the reservation began (it is
-unbound first, so the job runs when Slurm can place it), and cancels a reserved part still pending whose leader was
-cancelled (the backstop for a leader's epilog that did not do it). Every value
-read from a job is validated
+its time limit bounded by the partition's MaxTime) and binds the job to it (job_submit.lua lets no other job into
+it), so the scheduler keeps those nodes for it and starts it when asked, not when the queue allows. When the nodes
+cannot be reserved for that time (jobs hold them past it), the next minute is tried, and so on up to an hour
+(Algorithm 2's added delay, for that component). A delayed job that starts while its leader was cancelled (also
+while the leader was still pending, when no reservation was made) is cancelled by its own prolog; the epilog of a
+leader that did not complete (cancelled, failed, timed out; read from accounting, since squeue says COMPLETING while
+the epilog runs) cancels its delayed jobs; the epilog of a delayed job removes its reservation (``PURGE_COMP``
+removes it too once it is idle). A delayed job cancelled while it pends gets no EpilogSlurmctld (Slurm runs it only
+for a job that had nodes), so ``sweep``, run every few seconds by a systemd timer on the controller, removes every
+``msa_delay_<job>`` reservation whose job has ended or is gone, is held (a held job would keep its nodes reserved
+for nothing), or still pends some minutes after the reservation began (it is unbound first, so the job runs when
+Slurm can place it), and cancels a reserved part still pending whose leader was cancelled (the backstop for a
+leader's epilog that did not do it). Every value read from a job is validated
 (module_utils/slurm/jobs) before it goes into an scontrol command line, which is run without a shell. The hook never
 fails a job start: a reservation that cannot be made is one log line, and the job starts when Slurm can place it.
 """
@@ -361,8 +361,8 @@ def release(job_id, name, why, opts, out, run=subprocess.run):
     rc, said = _scontrol([opts.scontrol, "update", "JobId=%s" % S.check_job_id(job_id), "ReservationName="], run)
     text = "" if rc == 0 else "; not unbound: %s" % said
     rc, said = _scontrol([opts.scontrol, "delete", "reservation", name], run)
-    out.write("delay: job %s %s: reservation %s %s%s\n" % (job_id, why, name, "removed" if rc == 0 else
-                                                            "not removed: %s" % said, text))
+    result = "removed" if rc == 0 else "not removed: %s" % said
+    out.write("delay: job %s %s: reservation %s %s%s\n" % (job_id, why, name, result, text))
 
 
 def sweep(env, opts, out, run=subprocess.run, clock=time.time):

@@ -1,22 +1,24 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PrologSlurmctld/EpilogSlurmctld of the NAM/GCE manager (run as SlurmUser by msa-nam-hook).
 
-The prolog reads the job with ``squeue --json`` (module_utils/slurm/jobs) and allocates its NAM memory for the job's user as
-allocation ``slurm-<job>``, named after the job id only (a name from the user could squat another job's). The size is the one the job's options ask (``nam_bytes`` written by
-msa.hpc.slurm_packjob, ``nam=100G`` written by hand; powers of 1024), else its ``nam`` licences (one per GiB); it is
-bounded by the licences Slurm granted the job, so the scheduler's accounting of the NAM holds: a size above them,
-NAM without a ``nam`` licence, or GCE without a ``gce`` licence is refused. A job with NAM or GCE gets a token for
-its own code (``.msa-nam-<id>.token`` in its working directory, mode 0600, written as the job's user), with which
-the client library (msa_nam, msa_gce) reaches the owner's allocations and communicators. A refusal or failure writes
-one line to ``JOB-<id>-nam.err`` in the job's working directory (as the job's user) and exits 1, so slurmctld
-requeues a batch job. The epilog frees the job's volatile NAM allocations, keeps its non-volatile ones for the
-owner's next job, releases its GCE communicators, removes the token file, and always exits 0.
+The prolog reads the job with ``squeue --json`` (module_utils/slurm/jobs) and allocates its NAM memory for the job's
+user as allocation ``slurm-<job>``, named after the job id only (a name from the user could squat another job's).
+The size is the one the job's options ask (``nam_bytes`` written by msa.hpc.slurm_packjob, ``nam=100G`` written by
+hand; powers of 1024), else its ``nam`` licences (one per GiB); it is bounded by the licences Slurm granted the job,
+so the scheduler's accounting of the NAM holds: a size above them, NAM without a ``nam`` licence, or GCE without a
+``gce`` licence is refused. A job with NAM or GCE gets a token for its own code (``.msa-nam-<id>.token`` in its
+working directory, mode 0600, written as the job's user), with which the client library (msa_nam, msa_gce) reaches
+the owner's allocations and communicators. A refusal or failure writes one line to ``JOB-<id>-nam.err`` in the job's
+working directory (as the job's user) and exits 1: a refusal ends the job (slurm/jobs.run_hook), a failure has
+slurmctld requeue a batch job. The epilog frees the job's
+volatile NAM allocations, keeps its non-volatile ones for the owner's next job, releases its GCE communicators,
+removes the token file, and always exits 0.
 
 ``health`` (a timer on the controller runs it every few seconds) asks the manager's ``GET /health``. While the
 manager does not answer ok, the licence-only reservation ``msa_nam_down`` holds every ``nam`` and ``gce`` licence
-the cluster has (module_utils/slurm/reservations), so a NAM or GCE job waits (``Reason=Licenses``) instead of failing in
-this prolog, and every other job runs; the reservation is removed when the manager answers again. The compute
-nodes are not drained for it: a central service being down is not a fault of theirs.
+the cluster has (module_utils/slurm/reservations), so a NAM or GCE job waits (``Reason=Licenses``) instead of
+failing in this prolog, and every other job runs; the reservation is removed when the manager answers again. The
+compute nodes are not drained for it: a central service being down is not a fault of theirs.
 """
 from __future__ import annotations
 
