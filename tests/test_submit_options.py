@@ -154,8 +154,7 @@ def test_lua_delay_after_another_job_takes_the_default_partition():
 
 def test_lua_refuses_a_hand_written_delay_after_beside_the_option():
     out = translate({"DELAY": "1"}, partition="dam", dependency="after:41", comment="msa:delay_after=7")
-    assert out == {"rc": "refused", "msg": "--comment=msa:delay_after=7: delay_after: it is written by --delay with "
-                                           "--dependency=after:<job>"}
+    assert out == {"rc": "refused", "msg": "--comment=msa:delay_after=7: delay is also given as an option"}
 
 
 @pytest.mark.parametrize("env,job,message", [
@@ -237,7 +236,10 @@ def test_lua_hand_written_nam_device_is_carried_in_the_hooks_order():
     ("msa:x", "--comment=msa:x: x is not a key msa.hpc knows"),
     # what only the controller names
     ("nam=1G,nam_name=slurm-41", "nam_name: the NAM allocation is named after the job (slurm-<job id>)"),
-    ("msa:delay=1;delay_after=41", "delay: it is written by --delay"),
+    ("msa:delay=1;delay_after=41", "--delay_after=41: needs --dependency=after:41+1 (not none)"),
+    ("msa:delay_after=41", "delay and delay_after go together"),
+    ("msa:component=2", "delay and delay_after go together"),
+    ("delay=1,delay_after=41", "delay is not a key msa.hpc knows"),   # the delay keys only in the msa: form
     # keys the hooks' reader would find but the form hides, and words beside keys that re-encoding would lose
     ("run:gw_num=2", "\"run:gw_num=2\" hides the key gw_num"),
     ("gw_num=1 please", "a comment with MSA keys holds only them (not \"please\")"),
@@ -310,4 +312,22 @@ def test_lua_refuses_msa_keys_in_a_comment_changed_after_submission():
 ])
 def test_lua_refuses_a_comment_asking_more_than_the_jobs_own_licences(comment, licenses, message):
     out = translate({}, partition="esb", comment=comment, licenses=licenses)
+    assert out == {"rc": "refused", "msg": message}
+
+
+def test_lua_packjobs_delayed_component_keeps_its_delay_keys_beside_their_dependency():
+    # msa.hpc.slurm_packjob: sbatch --dependency=after:<leader>+M --comment=msa:delay=M;delay_after=<leader>;component=I
+    out = translate({}, partition="dam", dependency="after:41+2", comment="msa:delay=2;delay_after=41;component=1")
+    assert out["rc"] == "translated" and out["dependency"] == "after:41+2"
+    assert out["comment"] == "msa:delay=2;delay_after=41;component=1"
+    assert J.decode_delay(out["comment"]) == {"delay": 2, "delay_after": "41"}
+
+
+@pytest.mark.parametrize("dependency,partition,message", [
+    ("after:42+2", "dam", "--delay_after=41: needs --dependency=after:41+2 (not after:42+2)"),
+    ("after:41", "dam", "--delay_after=41: needs --dependency=after:41+2 (not after:41)"),
+    ("after:41+2", "cm,dam", "--delay=2: its nodes are reserved in one partition (not cm,dam)"),
+])
+def test_lua_refuses_delay_keys_the_dependency_does_not_back(dependency, partition, message):
+    out = translate({}, partition=partition, dependency=dependency, comment="msa:delay=2;delay_after=41")
     assert out == {"rc": "refused", "msg": message}

@@ -197,8 +197,10 @@ M.COMMENT_OPTIONS = {
 local FLAGS = {gw_cleanup = true, nam_nonvolatile = true, gce = true}
 local NOT_BY_HAND = {
   nam_name = "the NAM allocation is named after the job (slurm-<job id>), never by the user",
-  delay = "it is written by --delay", delay_after = "it is written by --delay with --dependency=after:<job>",
 }
+-- the delay switch's keys, as --delay writes them and msa.hpc.slurm_packjob with its component's index: read only
+-- beside the dependency they stand for (delay_hooks.py reserves nodes for them)
+local DELAY_KEYS = {delay = true, delay_after = true, component = true}
 local TRUE = {[""] = true, ["1"] = true, yes = true, ["true"] = true, on = true}
 local FALSE = {["0"] = true, no = true, ["false"] = true, off = true}
 
@@ -224,7 +226,7 @@ function M.comment_keys(text)
     if not key and (msa or FLAGS[item]) then key, value = string.match(item, "^%s*([a-z][a-z0-9_]*)%s*$"), "" end
     if key then
       if NOT_BY_HAND[key] then refuse("comment", text, key .. ": " .. NOT_BY_HAND[key]) end
-      if not M.COMMENT_OPTIONS[key] then
+      if not M.COMMENT_OPTIONS[key] and not (msa and DELAY_KEYS[key]) then
         refuse("comment", text, string.format("%s is not a key msa.hpc knows (keys: %s)", key, known_list()))
       end
       if keys[key] ~= nil then refuse("comment", text, key .. " is given twice") end
@@ -253,6 +255,31 @@ function M.comment_keys(text)
     refuse("comment", text, string.format("a comment with MSA keys holds only them (not %q)", words[1]))
   end
   return keys
+end
+
+-- delay=M;delay_after=<job>[;component=I] of an msa: comment: only with the dependency --delay would have made
+-- (after:<job>+M, after:<job> for 0) and one partition; moved from ``keys`` into ``extra``
+local function comment_delay(conf, job_desc, keys, opts, extra, text)
+  if keys.delay == nil and keys.delay_after == nil and keys.component == nil then return end
+  if opts.delay then refuse("comment", text, "delay is also given as an option") end
+  if keys.delay == nil or keys.delay_after == nil then
+    refuse("comment", text, "delay and delay_after go together (as --delay with --dependency=after:<job> writes them)")
+  end
+  local minutes = whole("delay", keys.delay, 0, 525600)
+  local after = keys.delay_after
+  if not string.match(after, "^[1-9]%d*$") or #after > 10 then refuse("delay_after", after, "not a job id") end
+  local wanted = minutes > 0 and string.format("after:%s+%d", after, minutes) or ("after:" .. after)
+  if job_desc.dependency ~= wanted then
+    refuse("delay_after", after, string.format("needs --dependency=%s (not %s)", wanted,
+      tostring(job_desc.dependency or "none")))
+  end
+  local parts = partitions_of(conf, job_desc)
+  if #parts ~= 1 then
+    refuse("delay", keys.delay, "its nodes are reserved in one partition (not " .. table.concat(parts, ",") .. ")")
+  end
+  extra.delay, extra.delay_after = minutes, after
+  if keys.component ~= nil then extra.component = whole("component", keys.component, 0, 4096) end
+  keys.delay, keys.delay_after, keys.component = nil, nil, nil
 end
 
 -- the hand-written keys as the options they stand for (a key also given as an option is refused)
@@ -304,7 +331,7 @@ function M.comment(existing, fields, extra)
   for _, key in ipairs(KEYS) do
     if fields[key] ~= nil then items[#items + 1] = key .. "=" .. tostring(fields[key]) end
   end
-  for _, key in ipairs({"delay", "delay_after"}) do
+  for _, key in ipairs({"delay", "delay_after", "component"}) do
     if extra[key] ~= nil then items[#items + 1] = key .. "=" .. tostring(extra[key]) end
   end
   return "msa:" .. table.concat(items, ";")
@@ -323,6 +350,7 @@ function M.translate(conf, job_desc, now)
   if keys then
     local given = {}
     for name in pairs(opts) do given[name] = true end
+    comment_delay(conf, job_desc, keys, opts, extra, job_desc.comment)
     merge_comment(opts, keys, job_desc.comment)
     for name in pairs(opts) do by_hand[name] = not given[name] end
     existing = nil   -- every key of it is written again below
