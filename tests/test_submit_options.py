@@ -331,3 +331,36 @@ def test_lua_packjobs_delayed_component_keeps_its_delay_keys_beside_their_depend
 def test_lua_refuses_delay_keys_the_dependency_does_not_back(dependency, partition, message):
     out = translate({}, partition=partition, dependency=dependency, comment="msa:delay=2;delay_after=41")
     assert out == {"rc": "refused", "msg": message}
+
+
+def test_lua_accepts_what_slurm_packjob_submits_and_keeps_its_comment():
+    """slurm_packjob writes --licenses and the msa: comment itself (and, for a delayed component, the delay keys beside
+    --dependency=after:<leader>+M): job_submit.lua must read them as they are, with no second licence."""
+    from ansible_collections.msa.hpc.plugins.module_utils.slurm.model import validate
+    from ansible_collections.msa.hpc.plugins.module_utils.slurm.render import fill_leader, plan
+    from ansible_collections.msa.hpc.tests.unit.plugins.module_utils.slurm.packjob_cases import SYSTEM, coupled_job
+    spec = coupled_job(gateways=1, nam="1537M", gce=True)   # the leader on cm, the NAM reached from esb
+    spec["components"][1]["partition"] = "esb"
+    del spec["components"][1]["module"]
+    spec["components"].append({"partition": "dam", "nodes": 1, "delay": 5, "command": "./late"})
+    system = dict(SYSTEM, partitions=dict(SYSTEM["partitions"], esb={"nodes": 8}, dam={"nodes": 2}))
+    main, delayed = plan(validate(spec, system))[:2]
+    delayed = fill_leader(delayed, 4321)
+    for sub, offset in ((main, 0), (delayed, NO_VAL)):
+        # the leader's (first) component: slurmctld calls job_submit.lua once per component
+        lines = sub["script"].split("#SBATCH hetjob")[0].splitlines()
+        directives = dict(line[len("#SBATCH --"):].split("=", 1) for line in lines
+                          if line.startswith("#SBATCH --") and "=" in line)
+        job = {"partition": directives["partition"], "comment": directives["comment"], "het_job_offset": offset}
+        if "licenses" in directives:
+            job["licenses"] = directives["licenses"]
+        job.update(dict(a[2:].split("=", 1) for a in sub["argv"] if a.startswith("--dependency=")))
+        out = translate({}, **job)
+        assert out["rc"] == "translated", (sub["role"], job, out)
+        assert out["comment"] == directives["comment"] and out.get("licenses") == directives.get("licenses")
+    assert "nam_bytes=" in main["script"] and "delay_after=4321" in delayed["script"]
+
+
+def test_lua_a_single_job_off_the_extoll_fabric_is_still_refused_nam_from_its_comment():
+    out = translate({}, partition="cm", comment="msa:nam_bytes=1073741824", licenses="nam:1")
+    assert out["rc"] == "refused" and "partition cm is not on the EXTOLL fabric" in out["msg"]

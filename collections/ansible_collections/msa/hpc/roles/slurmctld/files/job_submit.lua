@@ -422,7 +422,8 @@ function M.translate(conf, job_desc, now)
   end
   gce = gce == "enabled" or gce == ""
   local nam = opts["network-attached-memory"]
-  if nam or gce then
+  -- a heterogeneous job's leader (offset 0) may reach the NAM through another component, which this call does not see
+  if (nam or gce) and offset ~= 0 then
     local option, value = "network-attached-memory", nam
     if not nam then option, value = "global-collective-engine", opts["global-collective-engine"] end
     local parts = partitions_of(conf, job_desc)
