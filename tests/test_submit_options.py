@@ -274,8 +274,13 @@ def test_lua_gw_file_outside_the_users_files_is_refused_at_submission(tmp_path, 
                                  "(/home/u, /work/j)" % gw_file), out
 
 
-def test_lua_gw_file_of_a_user_without_a_passwd_line_is_left_to_the_prolog(tmp_path):
+def test_lua_gw_file_of_an_account_the_controller_does_not_know_lies_in_the_working_directory(tmp_path):
+    # as the prolog (userfile.job_record): no home for an account the controller cannot look up
     out = translate({"GW_NUM": "1", "GW_FILE": "/home/v/r"}, conf=passwd_conf(tmp_path), partition="cm",
+                    work_dir="/work/j", user_id=7777)
+    assert out == {"rc": "refused", "msg": "--gw_file=/home/v/r: outside the job user's home and the job's working "
+                                           "directory (/work/j)"}
+    out = translate({"GW_NUM": "1", "GW_FILE": "/work/j/r"}, conf=passwd_conf(tmp_path), partition="cm",
                     work_dir="/work/j", user_id=7777)
     assert out["rc"] == "translated"
 

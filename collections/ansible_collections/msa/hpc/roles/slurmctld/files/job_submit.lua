@@ -84,7 +84,7 @@ local function path_ok(option, value)
   return value
 end
 
--- the home directory of uid in the passwd file (nil when it has no line there: the prolog judges the home then)
+-- the home directory of uid in the passwd file (nil when it has no line there)
 function M.home_of(uid, passwd)
   local fh = uid and io.open(passwd or "/etc/passwd", "r")
   if not fh then return nil end
@@ -112,8 +112,9 @@ local function under(path, root)
 end
 
 -- the rule of module_utils/node/userfile.py (resolve, check_lexically): the routing file, relative to the job's
--- working directory or absolute, lies inside the user's home or the job's working directory; the prolog checks it
--- again, after symbolic links, as the user
+-- working directory or absolute, lies inside the user's home or the job's working directory (only the working
+-- directory for an account the controller does not know, as module_utils/node/userfile.job_record); the prolog checks
+-- it again, after symbolic links, as the user
 function M.user_path(conf, job_desc, option, value)
   path_ok(option, value)
   local workdir = job_desc.work_dir
@@ -125,10 +126,11 @@ function M.user_path(conf, job_desc, option, value)
   local parent = string.match(path, "^(.*)/[^/]*$")
   if parent == "" then parent = "/" end
   local home = M.home_of(job_desc.user_id, conf.passwd)
-  if home == nil then return path end
   if not under(parent, workdir) and not under(parent, home) then
+    local roots = {}
+    for _, root in ipairs({home or "", workdir or ""}) do if root ~= "" then roots[#roots + 1] = root end end
     refuse(option, value, string.format("outside the job user's home and the job's working directory (%s)",
-      table.concat({home, workdir}, ", ")))
+      table.concat(roots, ", ")))
   end
   return path
 end
