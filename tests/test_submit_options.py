@@ -212,6 +212,8 @@ def test_lua_packjobs_msa_comment_keeps_the_licences_it_asks():
 
 def test_lua_a_free_comment_without_keys_is_left_alone():
     assert translate({}, partition="cm", comment="sweep 3 of 10")["rc"] == "untouched"
+    # a bare gce or nam is a word of the comment, not an option (as module_utils/_jobopts reads it)
+    assert translate({}, partition="esb", comment="gce test")["rc"] == "untouched"
 
 
 def test_lua_hand_written_nam_device_is_carried_in_the_hooks_order():
@@ -233,7 +235,8 @@ def test_lua_hand_written_nam_device_is_carried_in_the_hooks_order():
     # a key it does not know, named
     ("msa:gw_num=1;gw_nums=2", "--comment=msa:gw_num=1;gw_nums=2: gw_nums is not a key msa.hpc knows"),
     ("gw_numb=2", "gw_numb is not a key msa.hpc knows"),
-    ("msa:x", "--comment=msa:x: x is not a key msa.hpc knows"),
+    ("msa:x", "--comment=msa:x: \"x\" is not key=value"),
+    ("msa:gce", "--comment=msa:gce: \"gce\" is not key=value"),
     # what only the controller names
     ("nam=1G,nam_name=slurm-41", "nam_name: the NAM allocation is named after the job (slurm-<job id>)"),
     ("msa:delay=1;delay_after=41", "--delay_after=41: needs --dependency=after:41+1 (not none)"),

@@ -196,7 +196,8 @@ M.COMMENT_OPTIONS = {
   nam = "network-attached-memory", nam_bytes = "network-attached-memory", nam_nonvolatile = "nam_nonvolatile",
   nam_device = "nam_device", gce = "global-collective-engine",
 }
-local FLAGS = {gw_cleanup = true, nam_nonvolatile = true, gce = true}
+local BOOLEAN = {gw_cleanup = true, nam_nonvolatile = true, gce = true}
+local FLAGS = {gw_cleanup = true, nam_nonvolatile = true}   -- may stand alone in a hand-written comment (_jobopts.FLAGS)
 local NOT_BY_HAND = {
   nam_name = "the NAM allocation is named after the job (slurm-<job id>), never by the user",
 }
@@ -225,7 +226,7 @@ function M.comment_keys(text)
   local keys, words = {}, {}
   for _, item in ipairs(items) do
     local key, value = string.match(item, "^%s*([a-z][a-z0-9_]*)%s*=%s*(.-)%s*$")
-    if not key and (msa or FLAGS[item]) then key, value = string.match(item, "^%s*([a-z][a-z0-9_]*)%s*$"), "" end
+    if not key and not msa and FLAGS[item] then key, value = item, "" end
     if key then
       if NOT_BY_HAND[key] then refuse("comment", text, key .. ": " .. NOT_BY_HAND[key]) end
       if not M.COMMENT_OPTIONS[key] and not (msa and DELAY_KEYS[key]) then
@@ -296,7 +297,7 @@ local function merge_comment(opts, keys, text)
   if keys.nam and keys.nam_bytes then refuse("comment", text, "nam and nam_bytes both given") end
   for key, value in pairs(keys) do
     local name = M.COMMENT_OPTIONS[key]
-    if FLAGS[key] then
+    if BOOLEAN[key] then
       if not TRUE[value] and not FALSE[value] then
         refuse(key, value, "not a boolean (1/0, yes/no, true/false, on/off)")
       end
