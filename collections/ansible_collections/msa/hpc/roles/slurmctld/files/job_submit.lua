@@ -491,7 +491,7 @@ if type(slurm) == "table" and slurm.SUCCESS ~= nil then
     local ok, err = pcall(func, ...)
     if ok then return slurm.SUCCESS end
     local msg = type(err) == "table" and err.msg or ("msa options: " .. tostring(err))
-    slurm.log_user(msg)
+    slurm.log_user("%s", msg)   -- slurm.log_user formats: a "%" in the user's words is text
     slurm.log_info("job_submit/msa: uid %s refused: %s", tostring(uid), msg)
     return slurm.ERROR
   end
