@@ -240,6 +240,20 @@ def test_the_prolog_refuses_more_than_the_licences_slurm_granted(manager, job, c
     assert call(manager, "GET", "/nam/jobs/90", user="slurm")[1]["allocations"] == []
 
 
+def test_a_refused_job_is_not_requeued_and_carries_the_refusal(manager, job, tmp_path):
+    job(91, "gce=1", "")
+    fake_scontrol(tmp_path)
+    env = {"SLURM_JOB_ID": "91"}
+    out, err = io.StringIO(), io.StringIO()
+    env.update(NAM_MANAGER_URL=manager, NAM_MANAGER_USER="slurm", NAM_MANAGER_PASSWORD=USERS["slurm"][1],
+               NAM_MANAGER_CLIENT_CONF="/nonexistent")
+    assert H.main(["--scontrol", str(tmp_path / "scontrol"), "prolog"], env=env, out=out, err=err) == H.REQUEUE
+    log = (tmp_path / "scontrol.log").read_text().splitlines()
+    assert log == ["update JobId=91 Requeue=0 AdminComment=refused: nam: job 91 refused: gce: '1' asks for the GCE "
+                   "but Slurm granted the job no gce licence (ask with --licenses=gce:1)"]
+    assert "job 91: not requeued, the refusal is its AdminComment" in err.getvalue()
+
+
 def test_a_nam_license_counts_one_gib_when_the_comment_has_no_size(job):
     from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
     from ansible_collections.msa.hpc.plugins.module_utils.node.nam_hooks import nam_request
@@ -252,6 +266,14 @@ def test_a_nam_license_counts_one_gib_when_the_comment_has_no_size(job):
     job(81, "msa:gce=1", "gce:1")
     assert nam_request(S.read_job("81")) == {"size": 0, "volatile": True, "name": "slurm-81", "device": None,
                                              "gce": True}
+
+
+def test_the_allocation_is_named_after_the_job_whatever_the_comment_says(job):
+    from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
+    from ansible_collections.msa.hpc.plugins.module_utils.node.nam_hooks import nam_request
+    # a comment written before job_submit.lua refused nam_name: another job's name is not squatted
+    job(82, "nam=1G,nam_name=slurm-81", "nam:1")
+    assert nam_request(S.read_job("82"))["name"] == "slurm-82"
 
 
 def test_epilog_never_fails_even_when_the_manager_is_away():

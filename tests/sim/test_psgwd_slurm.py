@@ -21,7 +21,7 @@ from msa_sim.psgwd import pingpong, protocol as proto
 from msa_sim.psgwd import forward as fwd
 from msa_sim.psgwd import slurm
 from msa_sim.psgwd.agent import Agent, AgentServer
-from tests.helpers import FakeNft, interfaces_up, squeue_json
+from tests.helpers import FakeNft, fake_scontrol, interfaces_up, squeue_json
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 UID, GID = os.getuid(), os.getgid()
@@ -140,9 +140,12 @@ def as_slurm_user(site, monkeypatch):
     bin_dir.mkdir()
     (bin_dir / "squeue").symlink_to(site.tmp / "squeue")
     helper = bin_dir / "msa-hpc-userfile"
+    # the test runs as root, so its jobs are root's, which the real helper refuses (test_userfile.py proves that):
+    # here the helper's uid bound is lifted, to test the hooks' way through sudo
     helper.write_text("#!%s\nimport sys\nsys.path.insert(0, %r)\n"
-                      "from ansible_collections.msa.hpc.plugins.module_utils.node.userfile import helper_main\n"
-                      "sys.exit(helper_main())\n" % (sys.executable, str(ROOT / "collections")))
+                      "from ansible_collections.msa.hpc.plugins.module_utils.node import userfile as U\n"
+                      "U.check_uid = lambda job, minimum: None\n"
+                      "sys.exit(U.helper_main())\n" % (sys.executable, str(ROOT / "collections")))
     helper.chmod(0o755)
     sudo = bin_dir / "sudo"
     sudo.write_text('#!/bin/sh\necho "$*" >> %s\n[ -e %s ] && { echo "sudo: a password is required" >&2; exit 1; }\n'
@@ -263,8 +266,15 @@ def test_the_comment_may_ask_fewer_gateways_than_the_licences_never_more(site):
 def test_a_job_asking_what_it_may_not_is_refused_before_any_gateway_is_taken(site, comment, message):
     site.record.write_text(squeue_text(site.workdir, comment=comment))
     out, err = io.StringIO(), io.StringIO()
-    code = slurm.main(["prolog"] + site.argv, env={"SLURM_JOB_ID": "200"}, out=out, err=err)
+    (site.tmp / "ctl").mkdir()
+    scontrol = fake_scontrol(site.tmp / "ctl")
+    code = slurm.main(["prolog"] + site.argv + ["--scontrol", str(scontrol)], env={"SLURM_JOB_ID": "200"}, out=out,
+                      err=err)
     assert code == slurm.REQUEUE
+    # not requeued for ever: the job's Requeue flag is cleared and the refusal is its AdminComment
+    [update] = (site.tmp / "ctl/scontrol.log").read_text().splitlines()
+    assert update.startswith("update JobId=200 Requeue=0 AdminComment=refused: psgw: job 200 refused: ")
+    assert message in update
     lines = (site.workdir / "JOB-200-psgw.err").read_text().splitlines()
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("psgw: job 200 refused: ")
     assert message in err.getvalue() and "Traceback" not in err.getvalue() + out.getvalue()

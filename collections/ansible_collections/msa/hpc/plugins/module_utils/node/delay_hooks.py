@@ -5,18 +5,20 @@ msa-delay-hook.
 A workflow's delayed part is its own job, submitted with ``--delay=M --dependency=after:<leader>``: job_submit.lua
 makes its dependency ``after:<leader>+M`` and writes ``delay=M;delay_after=<leader>`` into its comment. When the
 leader starts, the prolog reserves the nodes of each delayed job of the leader for its start time (the leader's
-start + M minutes) with a Slurm reservation ``msa_delay_<job>`` (the job's partition, node count, licences, user and
-time limit) and binds the job to it, so the scheduler keeps those nodes for it and starts it when asked, not when
-the queue allows. When the nodes cannot be reserved for that time (jobs hold them past it), the next minute is tried,
-and so on up to an hour (Algorithm 2's added delay, for that component). A delayed job that starts while its leader
-was cancelled (also while the leader was still pending, when no reservation was made) is cancelled by its own
-prolog; the epilog of a leader that did not complete (cancelled, failed, timed out; read from accounting, since
-squeue says COMPLETING while the epilog runs) cancels its delayed jobs; the epilog of a delayed job removes its
-reservation (``PURGE_COMP`` removes it too once it is idle). A delayed job cancelled while it pends gets no
-EpilogSlurmctld (Slurm runs it only for a job that had nodes), so ``sweep``, run every few seconds by a systemd timer
-on the controller, removes every ``msa_delay_<job>`` reservation whose job has ended or is gone, and cancels a reserved
-part still pending whose leader was cancelled (the backstop for a leader's epilog that did not do it). Every value
-read from a job is validated
+start + M minutes) with a Slurm reservation ``msa_delay_<job>`` (the job's partition, node count, licences, user, and
+its time limit bounded by the partition's MaxTime) and binds the job to it (job_submit.lua lets no other job into
+it), so the scheduler keeps those nodes for it and starts it when asked, not when the queue allows. When the nodes
+cannot be reserved for that time (jobs hold them past it), the next minute is tried, and so on up to an hour
+(Algorithm 2's added delay, for that component). A delayed job that starts while its leader was cancelled (also
+while the leader was still pending, when no reservation was made) is cancelled by its own prolog; the epilog of a
+leader that did not complete (cancelled, failed, timed out; read from accounting, since squeue says COMPLETING while
+the epilog runs) cancels its delayed jobs; the epilog of a delayed job removes its reservation (``PURGE_COMP``
+removes it too once it is idle). A delayed job cancelled while it pends gets no EpilogSlurmctld (Slurm runs it only
+for a job that had nodes), so ``sweep``, run every few seconds by a systemd timer on the controller, removes every
+``msa_delay_<job>`` reservation whose job has ended or is gone, is held (a held job would keep its nodes reserved
+for nothing), or still pends some minutes after the reservation began (it is unbound first, so the job runs when
+Slurm can place it), and cancels a reserved part still pending whose leader was cancelled (the backstop for a
+leader's epilog that did not do it). Every value read from a job is validated
 (module_utils/slurm/jobs) before it goes into an scontrol command line, which is run without a shell. The hook never
 fails a job start: a reservation that cannot be made is one log line, and the job starts when Slurm can place it.
 """
@@ -30,6 +32,7 @@ import sys
 import time
 
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
+from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import parse_time
 from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
 from ansible_collections.msa.hpc.plugins.module_utils.slurm import reservations as V
 
@@ -38,7 +41,10 @@ SHIFT_SECONDS = 60          # Algorithm 2: try the next minute when the nodes ar
 SHIFT_TRIES = 60            # ... for an hour at most
 OTHER_TRIES = 3             # a refusal other than busy nodes: the same minute asked again, 2 s apart
 BUSY = re.compile(r"busy", re.I)   # scontrol: "Error creating the reservation: Requested nodes are busy"
-MAX_MINUTES = 525600        # a year, the largest --delay and the longest reservation
+MAX_MINUTES = 525600        # a year, the largest --delay
+DEFAULT_MAX_RESERVATION = 1440   # minutes a reservation may last when the partition sets no MaxTime
+START_GRACE = 300           # seconds a reserved job may pend after its reservation began before it is unbound
+_HELD = ("JobHeldUser", "JobHeldAdmin")
 # after:<leader>+<minutes>, or after:<leader> for --delay=0 (Slurm refuses a +0)
 _DEPENDENCY = re.compile(r"^after:([1-9][0-9]{0,9})(?:\+([0-9]{1,6}))?(?:\([a-z]+\))?$")
 _ENDED = ("CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
@@ -111,10 +117,12 @@ def start_text(when, now):
     return "now" if when <= now else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(when))
 
 
-def reservation_argv(rec, when, now, scontrol="scontrol"):
-    """The ``scontrol create reservation`` command line for delayed job ``rec`` starting at ``when``."""
+def reservation_argv(rec, when, now, scontrol="scontrol", duration=None):
+    """The ``scontrol create reservation`` command line for delayed job ``rec`` starting at ``when``, lasting its
+    time limit or ``duration`` minutes when that is shorter."""
+    minutes = rec["time_limit"] if duration is None else min(rec["time_limit"], duration)
     argv = [scontrol, "create", "reservation", "ReservationName=%s" % reservation_name(rec["job_id"]),
-            "StartTime=%s" % start_text(when, now), "Duration=%d" % rec["time_limit"],
+            "StartTime=%s" % start_text(when, now), "Duration=%d" % minutes,
             "PartitionName=%s" % rec["partition"], "NodeCnt=%d" % rec["node_count"], "Users=%s" % rec["user"],
             "Flags=PURGE_COMP"]
     licences = ",".join("%s:%d" % (name, count) for name, count in sorted(rec["licenses"].items()))
@@ -123,12 +131,30 @@ def reservation_argv(rec, when, now, scontrol="scontrol"):
     return argv
 
 
-def _scontrol(argv, run):
+def _scontrol(argv, run, stdout=False):
+    """(exit status, what it said: its error, or with ``stdout`` its whole output)."""
     try:
         proc = run(argv, capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         return 1, str(exc)
+    if stdout and proc.returncode == 0:
+        return 0, proc.stdout or ""
     return proc.returncode, (proc.stderr or proc.stdout or "").strip()[:300]
+
+
+def partition_max_minutes(partition, opts, run=subprocess.run):
+    """The partition's MaxTime in minutes; ``opts.max_reservation`` when it has none (UNLIMITED) or cannot be read,
+    so no reservation holds nodes longer than a job of the partition may run."""
+    rc, text = _scontrol([opts.scontrol, "-o", "show", "partition", partition], run, stdout=True)
+    if rc == 0:
+        for fields in S.scontrol_records(text, "PartitionName"):
+            if fields.get("PartitionName") == partition and "MaxTime" in fields:
+                try:
+                    limit = parse_time(fields["MaxTime"])
+                except ValueError:
+                    break
+                return opts.max_reservation if limit is None else limit
+    return opts.max_reservation
 
 
 def reserve(rec, leader_start, now, opts, run=subprocess.run):
@@ -138,6 +164,7 @@ def reserve(rec, leader_start, now, opts, run=subprocess.run):
     seconds, what Slurm said to the first refused start) or raises DelayError."""
     name = reservation_name(rec["job_id"])
     _scontrol([opts.scontrol, "delete", "reservation", name], run)  # a prolog run again (requeued leader)
+    duration = partition_max_minutes(rec["partition"], opts, run)
     asked = leader_start + 60 * rec["delay"]
     why, first = "", ""
     step = retries = 0
@@ -146,7 +173,7 @@ def reserve(rec, leader_start, now, opts, run=subprocess.run):
         if step and when <= now:
             step += 1
             continue
-        rc, why = _scontrol(reservation_argv(rec, when, now, opts.scontrol), run)
+        rc, why = _scontrol(reservation_argv(rec, when, now, opts.scontrol, duration), run)
         if rc == 0:
             break
         first = first or why
@@ -299,7 +326,46 @@ def stale(reservations, jobs):
     return sorted((job_id for job_id in reservations if states.get(job_id, "") not in _WAITING), key=int)
 
 
-def sweep(env, opts, out, run=subprocess.run):
+def reservation_starts(text):
+    """``{name: start (epoch seconds)}`` of the reservations in ``scontrol -o show reservation`` (local time, as
+    slurmctld prints it); a start that cannot be read is left out."""
+    out = {}
+    for name, fields in V.parse_reservations(text).items():
+        try:
+            out[name] = time.mktime(time.strptime(fields.get("StartTime", ""), "%Y-%m-%dT%H:%M:%S"))
+        except (ValueError, OverflowError):
+            continue
+    return out
+
+
+def idle(reservations, starts, jobs, now, grace=START_GRACE):
+    """The reservations whose job pends held (JobHeldUser/JobHeldAdmin, or priority 0), or pends ``grace`` seconds
+    after its reservation began: ``{job id: why}``."""
+    out = {}
+    for job in jobs:
+        job_id = str(job.get("job_id")) if isinstance(job, dict) else ""
+        if job_id not in reservations or str(job.get("job_state") or "") != "PENDING":
+            continue
+        reason, priority = str(job.get("state_reason") or ""), S.number(job.get("priority"), None)
+        start = starts.get(reservations[job_id])
+        if reason in _HELD or priority == 0:
+            out[job_id] = "is held (%s)" % (reason if reason in _HELD else "priority 0")
+        elif start is not None and now > start + grace:
+            out[job_id] = "still pends %d s after its reservation began (%s)" % (now - start, reason or "no reason")
+    return out
+
+
+def release(job_id, name, why, opts, out, run=subprocess.run):
+    """Unbind a pending job from its delay reservation and remove the reservation (the job keeps its dependency
+    and runs when Slurm can place it)."""
+    rc, said = _scontrol([opts.scontrol, "update", "JobId=%s" % S.check_job_id(job_id), "ReservationName="], run)
+    text = "" if rc == 0 else "; not unbound: %s" % said
+    rc, said = _scontrol([opts.scontrol, "delete", "reservation", name], run)
+    result = "removed" if rc == 0 else "not removed: %s" % said
+    out.write("delay: job %s %s: reservation %s %s%s\n" % (job_id, why, name, result, text))
+
+
+def sweep(env, opts, out, run=subprocess.run, clock=time.time):
     try:
         proc = run([opts.scontrol, "-o", "show", "reservation"], capture_output=True, text=True, timeout=60,
                    check=False)
@@ -316,6 +382,12 @@ def sweep(env, opts, out, run=subprocess.run):
         rc, why = _scontrol([opts.scontrol, "delete", "reservation", found[job_id]], run)
         out.write("delay: job %s has ended or is gone: reservation %s %s\n" % (
             job_id, found[job_id], "removed" if rc == 0 else "not removed: %s" % why))
+    # a held job, or one left pending past its start, would keep its nodes reserved for nothing (and for a year,
+    # before MaxTime bounded the reservation): only this timer sees a job held or late while it pends
+    late = idle(found, reservation_starts(proc.stdout if proc.returncode == 0 else ""), jobs, int(clock()),
+                opts.start_grace)
+    for job_id in sorted(late, key=int):
+        release(job_id, found[job_id], late[job_id], opts, out, run)
     # A reserved part, pending or already running, whose leader was cancelled: the leader's EpilogSlurmctld cancels
     # it, this is the backstop for an epilog that did not run to the end (a controller takeover kills the scripts it
     # ran) or did not learn how the leader ended (a loaded slurmdbd records the end after the epilog's last look)
@@ -340,6 +412,10 @@ def parser(prog="msa-delay-hook"):
     ap.add_argument("--scancel", default="scancel", help="scancel (cancels a delayed job with its leader)")
     ap.add_argument("--sacct", default="sacct", help="sacct (how a job ended: squeue says COMPLETING meanwhile)")
     ap.add_argument("--sacct-tries", type=int, default=5, help="times sacct is asked, a second apart")
+    ap.add_argument("--max-reservation", type=int, default=DEFAULT_MAX_RESERVATION,
+                    help="minutes a reservation lasts at most when its partition has no MaxTime")
+    ap.add_argument("--start-grace", type=int, default=START_GRACE,
+                    help="seconds a reserved job may pend after its reservation began before the sweep unbinds it")
     return ap
 
 

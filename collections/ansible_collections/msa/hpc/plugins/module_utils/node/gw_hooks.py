@@ -7,7 +7,8 @@ and checks every one before anything is done: the routing strategy is a bare nam
 plugin, the routing file lies in the user's home or the job's working directory. It then probes the idle gateways'
 agents, allocates gateways from the pool, starts one psgwd per gateway and writes the routing file as the job's user
 (module_utils/node/userfile). Any refusal or failure undoes what was done, writes one line to ``JOB-<id>-psgw.err`` in
-the job's working directory and exits 1: slurmctld requeues a batch job (an interactive one is cancelled). The
+the job's working directory and exits 1: a refusal ends the job (slurm/jobs.run_hook: not requeued, the refusal in
+its AdminComment), a failure has slurmctld requeue a batch job (an interactive one is cancelled). The
 epilog stops the daemons, frees the gateways and removes the routing file when ``gw_cleanup`` was asked; it always
 exits 0. A workflow's delayed part (``--delay`` with ``--dependency=after:<leader>``, comment ``delay_after``) joins
 the routing file of its leader when it starts: the routes of every pair with one of its nodes, through the leader's
@@ -453,4 +454,5 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-gw-hook"
     action = {"prolog": prolog, "epilog": epilog, "health": health}[opts.action]
     return S.run_hook("psgw", opts.action, lambda: action(env, opts, out), {"prolog": REQUEUE, "epilog": 0}.get(
         opts.action, 1), env.get("SLURM_JOB_ID"), err,
-        (PrologError, P.PoolError, R.RoutingError, S.JobRecordError, U.UserFileError, OSError, ValueError))
+        (PrologError, P.PoolError, R.RoutingError, S.JobRecordError, U.UserFileError, OSError, ValueError),
+        scontrol=opts.scontrol)

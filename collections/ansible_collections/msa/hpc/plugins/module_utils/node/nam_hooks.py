@@ -1,22 +1,24 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PrologSlurmctld/EpilogSlurmctld of the NAM/GCE manager (run as SlurmUser by msa-nam-hook).
 
-The prolog reads the job with ``squeue --json`` (module_utils/slurm/jobs) and allocates its NAM memory for the job's user as
-allocation ``slurm-<job>`` (or ``nam_name``). The size is the one the job's options ask (``nam_bytes`` written by
-msa.hpc.slurm_packjob, ``nam=100G`` written by hand; powers of 1024), else its ``nam`` licences (one per GiB); it is
-bounded by the licences Slurm granted the job, so the scheduler's accounting of the NAM holds: a size above them,
-NAM without a ``nam`` licence, or GCE without a ``gce`` licence is refused. A job with NAM or GCE gets a token for
-its own code (``.msa-nam-<id>.token`` in its working directory, mode 0600, written as the job's user), with which
-the client library (msa_nam, msa_gce) reaches the owner's allocations and communicators. A refusal or failure writes
-one line to ``JOB-<id>-nam.err`` in the job's working directory (as the job's user) and exits 1, so slurmctld
-requeues a batch job. The epilog frees the job's volatile NAM allocations, keeps its non-volatile ones for the
-owner's next job, releases its GCE communicators, removes the token file, and always exits 0.
+The prolog reads the job with ``squeue --json`` (module_utils/slurm/jobs) and allocates its NAM memory for the job's
+user as allocation ``slurm-<job>``, named after the job id only (a name from the user could squat another job's).
+The size is the one the job's options ask (``nam_bytes`` written by msa.hpc.slurm_packjob, ``nam=100G`` written by
+hand; powers of 1024), else its ``nam`` licences (one per GiB); it is bounded by the licences Slurm granted the job,
+so the scheduler's accounting of the NAM holds: a size above them, NAM without a ``nam`` licence, or GCE without a
+``gce`` licence is refused. A job with NAM or GCE gets a token for its own code (``.msa-nam-<id>.token`` in its
+working directory, mode 0600, written as the job's user), with which the client library (msa_nam, msa_gce) reaches
+the owner's allocations and communicators. A refusal or failure writes one line to ``JOB-<id>-nam.err`` in the job's
+working directory (as the job's user) and exits 1: a refusal ends the job (slurm/jobs.run_hook), a failure has
+slurmctld requeue a batch job. The epilog frees the job's
+volatile NAM allocations, keeps its non-volatile ones for the owner's next job, releases its GCE communicators,
+removes the token file, and always exits 0.
 
 ``health`` (a timer on the controller runs it every few seconds) asks the manager's ``GET /health``. While the
 manager does not answer ok, the licence-only reservation ``msa_nam_down`` holds every ``nam`` and ``gce`` licence
-the cluster has (module_utils/slurm/reservations), so a NAM or GCE job waits (``Reason=Licenses``) instead of failing in
-this prolog, and every other job runs; the reservation is removed when the manager answers again. The compute
-nodes are not drained for it: a central service being down is not a fault of theirs.
+the cluster has (module_utils/slurm/reservations), so a NAM or GCE job waits (``Reason=Licenses``) instead of
+failing in this prolog, and every other job runs; the reservation is removed when the manager answers again. The
+compute nodes are not drained for it: a central service being down is not a fault of theirs.
 """
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def nam_request(records, nam_license=LICENSE_NAM, gce_license=LICENSE_GCE):
                                    format_size(size), size, granted_units, nam_license,
                                    "" if granted_units == 1 else "s", format_size(granted) if granted else "none",
                                    nam_license, -(-size // NAM_LICENSE_UNIT)))
-    for key in ("nam_nonvolatile", "nam_name", "nam_device"):
+    for key in ("nam_nonvolatile", "nam_device"):
         if key in options and not size:
             raise J.JobOptionError("%s: %r is given but the job has no NAM (no %s licence)"
                                    % (key, options[key], nam_license))
@@ -78,8 +80,14 @@ def nam_request(records, nam_license=LICENSE_NAM, gce_license=LICENSE_GCE):
         raise J.JobOptionError("gce: %r asks for the GCE but Slurm granted the job no %s licence (ask with "
                                "--licenses=%s:1)" % (leader_value(leader, "gce"), gce_license, gce_license))
     return {"size": size, "volatile": not options.get("nam_nonvolatile", False),
-            "name": options.get("nam_name") or "slurm-%s" % leader["job_id"], "device": options.get("nam_device"),
+            "name": allocation_name(leader["job_id"]), "device": options.get("nam_device"),
             "gce": gce}
+
+
+def allocation_name(job_id):
+    """The name of a job's NAM allocation: from its id alone, never from the user (job_submit.lua refuses
+    ``nam_name``; one given by hand in an old comment is ignored)."""
+    return "slurm-%s" % S.check_job_id(job_id)
 
 
 def leader_value(leader, key):
@@ -129,7 +137,7 @@ def allocate(service, job_id, user, request):
             raise
     existing = service.find(request["name"])
     if existing is None or existing.get("job") != str(job_id):
-        raise HookError("nam_name: %r is taken by job %s" % (request["name"], (existing or {}).get("job")))
+        raise HookError("NAM allocation %r is taken by job %s" % (request["name"], (existing or {}).get("job")))
     return existing
 
 
@@ -259,4 +267,5 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-nam-hook
     action = {"prolog": prolog, "epilog": epilog, "health": health}[opts.action]
     return S.run_hook("nam", opts.action, lambda: action(env, opts, out, client_factory),
                       0 if opts.action == "epilog" else REQUEUE, env.get("SLURM_JOB_ID"), err,
-                      (HookError, S.JobRecordError, U.UserFileError, V.ReservationError, OSError, ValueError))
+                      (HookError, S.JobRecordError, U.UserFileError, V.ReservationError, OSError, ValueError),
+                      scontrol=opts.scontrol)

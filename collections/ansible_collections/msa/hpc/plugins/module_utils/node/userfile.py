@@ -17,6 +17,10 @@ from ansible_collections.msa.hpc.plugins.module_utils._jobopts import JobOptionE
 USER_FILE_HELPER = "/usr/lib/msa-hpc/bin/msa-hpc-userfile"
 ACTIONS = ("check", "write", "secret", "append", "remove")
 EXIT_USAGE, EXIT_REFUSED, EXIT_FAILED = 2, 3, 4
+# The helper acts only for jobs of ordinary accounts: a job of root (or of a system account) would let SlurmUser
+# write as that account through it. The bound is the site's UID_MIN (/etc/login.defs), 1000 when it sets none.
+LOGIN_DEFS = "/etc/login.defs"
+DEFAULT_UID_MIN = 1000
 
 
 class UserFileError(Exception):
@@ -174,6 +178,26 @@ def append_error(job, tag, message, helper=USER_FILE_HELPER):
     return None
 
 
+def uid_min(path=LOGIN_DEFS):
+    """The site's lowest uid of an ordinary account: ``UID_MIN`` of login.defs, else DEFAULT_UID_MIN."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                words = line.split()
+                if len(words) >= 2 and words[0] == "UID_MIN" and words[1].isdigit():
+                    return int(words[1])
+    except OSError:
+        pass
+    return DEFAULT_UID_MIN
+
+
+def check_uid(job, minimum):
+    """Refuse a job of root or of a system account (uid below ``minimum``)."""
+    if job["uid"] == 0 or job["uid"] < minimum:
+        raise UserFileError("job %s runs as %s (uid %d): the helper acts only for accounts from uid %d (UID_MIN), "
+                            "never for root or a system account" % (job["job_id"], job["user"], job["uid"], minimum))
+
+
 def roots_of(job):
     return [home_of(job["uid"], job["user"]), job["workdir"]]
 
@@ -208,8 +232,9 @@ def user_file(job, action, path, data=b"", helper=USER_FILE_HELPER, key="gw_file
     return None
 
 
-def helper_main(argv=None, stdin=None, err=None, squeue="squeue", read_job=S.read_job):
-    """``msa-hpc-userfile check|write|append|remove JOBID PATH [KEY]`` (data on stdin), run as root by sudo."""
+def helper_main(argv=None, stdin=None, err=None, squeue="squeue", read_job=S.read_job, min_uid=None):
+    """``msa-hpc-userfile check|write|append|remove JOBID PATH [KEY]`` (data on stdin), run as root by sudo; a job
+    of root or of a system account (uid below ``min_uid``, the site's UID_MIN) is refused."""
     argv = sys.argv[1:] if argv is None else argv
     err = err or sys.stderr
     if len(argv) not in (3, 4) or argv[0] not in ACTIONS:
@@ -222,6 +247,7 @@ def helper_main(argv=None, stdin=None, err=None, squeue="squeue", read_job=S.rea
         job = next((r for r in records if r["job_id"] == S.check_job_id(job_id)), None)
         if job is None:
             raise UserFileError("job %s is not in slurmctld's answer" % job_id)
+        check_uid(job, uid_min() if min_uid is None else min_uid)
         if os.path.normpath(path) != path:
             raise UserFileError("%s: %r is not a normalised absolute path" % (key, path))
         data = b"" if action in ("check", "remove") else (stdin or sys.stdin.buffer).read()

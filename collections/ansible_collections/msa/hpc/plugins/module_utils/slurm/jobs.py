@@ -212,15 +212,50 @@ def granted(records, name):
     return max([r["licenses"].get(name, 0) for r in records] + [0])
 
 
-def run_hook(name, action, func, fail, job_id, err, expected=()):
+# A job a PrologSlurmctld refuses must not start again and again: Slurm 22.05 requeues a batch job whose
+# PrologSlurmctld fails (prep_prolog_slurmctld_callback → job_requeue), and a requeued job pends for BeginTime and
+# starts again, failing again. A job whose Requeue flag is off cannot be requeued, so Slurm kills it instead
+# ("PrologSlurmctld failed, job killed"). The refusal itself goes into the job's AdminComment (only an operator,
+# SlurmUser included, may set it; the user reads it in `scontrol show job`), beside the line in its error file.
+# Only a refusal (the job asks what it may not have: "job <id> refused: ...") ends the job; a failure of a service
+# or a busy pool still requeues it, so it starts when it can be served.
+REFUSAL_MAX = 400
+REFUSED = "job %s refused: "
+
+
+def refuse_start(job_id, why, scontrol="scontrol", run=subprocess.run):
+    """Mark job ``job_id`` as refused before its prolog exits non-zero: no requeue, the reason in its AdminComment.
+
+    Returns why that could not be done (for the hook's log), or None."""
+    text = " ".join("".join(c if c.isprintable() else " " for c in str(why)).split())[:REFUSAL_MAX]
+    argv = [scontrol, "update", "JobId=%s" % check_job_id(job_id), "Requeue=0", "AdminComment=refused: %s" % text]
+    try:
+        proc = run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return "cannot run %s: %s" % (scontrol, exc)
+    if proc.returncode != 0:
+        said = (proc.stderr or proc.stdout or "").strip().splitlines()
+        return "%s update: %s" % (scontrol, said[-1][:300] if said else "exit %d" % proc.returncode)
+    return None
+
+
+def run_hook(name, action, func, fail, job_id, err, expected=(), scontrol=None, run=subprocess.run):
     """Run a hook's action: an expected failure is one line on ``err`` and ``fail``, anything else one line too
-    (a hook must end in a status slurmctld understands, never a traceback)."""
+    (a hook must end in a status slurmctld understands, never a traceback). A prolog that fails a job (``fail`` not
+    0) with ``scontrol`` given, on a refusal (a message ``job <id> refused: ...``), first marks the job refused
+    (refuse_start), so Slurm does not start it again."""
     try:
         return func()
     except expected as exc:
         text = str(exc)
         where = "" if job_id is None or text.startswith("job %s" % job_id) else "job %s: " % job_id
-        err.write("%s %s: %s%s\n" % (name, action, where, text))
+        line = "%s%s" % (where, text)
     except Exception as exc:  # noqa: BLE001 - see above
-        err.write("%s %s: job %s: internal error %s: %s\n" % (name, action, job_id, type(exc).__name__, exc))
+        line = "job %s: internal error %s: %s" % (job_id, type(exc).__name__, exc)
+    err.write("%s %s: %s\n" % (name, action, line))
+    refused = job_id is not None and line.startswith(REFUSED % job_id)
+    if action == "prolog" and fail and scontrol and refused and _JOB_ID.match(str(job_id)):
+        failed = refuse_start(job_id, "%s: %s" % (name, line), scontrol, run)
+        err.write("%s %s: job %s: %s\n" % (name, action, job_id, "not requeued, the refusal is its AdminComment"
+                                           if failed is None else "could not stop its requeue: " + failed))
     return fail

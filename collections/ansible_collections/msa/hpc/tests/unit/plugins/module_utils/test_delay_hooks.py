@@ -23,7 +23,8 @@ def job(job_id, **fields):
     rec = dict(TEMPLATE)
     rec.update({"job_id": job_id, "het_job_id": 0, "het_job_offset": 0, "user_name": "alice", "user_id": 5000,
                 "group_id": 5000, "comment": "", "licenses": "", "nodes": "", "partition": "cm", "dependency": "",
-                "job_state": "PENDING", "node_count": 1, "time_limit": 5, "resv_name": "", "start_time": 0})
+                "job_state": "PENDING", "node_count": 1, "time_limit": 5, "resv_name": "", "start_time": 0,
+                "state_reason": "Dependency", "priority": 4294901759})   # the template is a held job
     rec.update(fields)
     return rec
 
@@ -39,8 +40,9 @@ class FakeSlurm:
     """squeue --json answers ``jobs``; scontrol/scancel calls are recorded; ``busy_until`` refuses reservations
     that start earlier (the nodes are taken until then)."""
 
-    def __init__(self, jobs, busy_until=0, bind_fails=False, accounting=None, reservations=""):
+    def __init__(self, jobs, busy_until=0, bind_fails=False, accounting=None, reservations="", partitions=""):
         self.jobs, self.busy_until, self.bind_fails, self.calls = jobs, busy_until, bind_fails, []
+        self.partitions = partitions   # what scontrol -o show partition prints
         self.reservations = reservations   # what scontrol -o show reservation prints
         self.accounting = accounting or {}   # job id -> sacct's State column
 
@@ -53,6 +55,8 @@ class FakeSlurm:
             if not self.reservations:
                 return subprocess.CompletedProcess(argv, 1, "No reservations in the system\n", "")
             return subprocess.CompletedProcess(argv, 0, self.reservations, "")
+        if argv[1:4] == ["-o", "show", "partition"]:
+            return subprocess.CompletedProcess(argv, 0, self.partitions, "")
         if argv[0] == "sacct":
             job_id = argv[-1].split("=", 1)[1]
             return subprocess.CompletedProcess(argv, 0, self.accounting.get(job_id, "") + "\n", "")
@@ -74,7 +78,7 @@ def run(action, job_id, slurm):
     out, err = io.StringIO(), io.StringIO()
     opts = D.parser().parse_args([action, "--sacct-tries", "1"])
     func = {"prolog": D.prolog, "epilog": D.epilog, "sweep": D.sweep}[action]
-    kwargs = {"clock": lambda: NOW} if action == "prolog" else {}
+    kwargs = {"clock": lambda: NOW} if action in ("prolog", "sweep") else {}
     rc = D.S.run_hook("delay", action, lambda: func({"SLURM_JOB_ID": job_id}, opts, out, slurm, **kwargs), 0,
                       job_id, err, (D.DelayError, D.S.JobRecordError, J.JobOptionError, OSError, ValueError))
     return rc, out.getvalue(), err.getvalue()
@@ -257,14 +261,20 @@ def test_decode_delay_reads_the_lua_comment():
     assert J.decode_delay("delay=5 by hand") == {} and J.decode_delay(None) == {}
 
 
+def stamp(when):
+    """A time as scontrol prints it (slurmctld's local time)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(when))
+
+
+START = stamp(NOW - 60)   # the delay reservations began a minute ago (within the sweep's grace)
 RESERVATIONS = (
-    "ReservationName=msa_delay_42 StartTime=2026-11-26T12:00:00 EndTime=2026-11-26T12:03:00 Duration=00:03:00"
+    "ReservationName=msa_delay_42 StartTime=%(s)s EndTime=2026-11-26T12:03:00 Duration=00:03:00"
     " Nodes=dam01 NodeCnt=1 CoreCnt=8 Features=(null) PartitionName=dam Flags=PURGE_COMP\n"
-    "ReservationName=msa_delay_43 StartTime=2026-11-26T12:00:00 EndTime=2026-11-26T12:03:00 Duration=00:03:00"
+    "ReservationName=msa_delay_43 StartTime=%(s)s EndTime=2026-11-26T12:03:00 Duration=00:03:00"
     " Nodes=dam02 NodeCnt=1 CoreCnt=8 Features=(null) PartitionName=dam Flags=PURGE_COMP\n"
-    "ReservationName=msa_delay_44 StartTime=2026-11-26T12:00:00 Nodes=dam03 PartitionName=dam\n"
+    "ReservationName=msa_delay_44 StartTime=%(s)s Nodes=dam03 PartitionName=dam\n"
     "ReservationName=msa_gw_down StartTime=2026-11-26T11:00:00 Licenses=gateway:1\n"
-    "ReservationName=msa_delay_x Nodes=dam04\n")
+    "ReservationName=msa_delay_x Nodes=dam04\n") % {"s": START}
 
 
 def test_delay_reservations_are_read_by_name_and_others_ignored():
@@ -310,3 +320,54 @@ def test_the_sweep_keeps_the_reservation_of_a_part_that_waits_or_runs(state):
     slurm = FakeSlurm([delayed(42, 41, job_state=state), delayed(43, 41), delayed(44, 41)], reservations=RESERVATIONS)
     run("sweep", None, slurm)
     assert slurm.made("delete") == []
+
+
+# --- bounded reservations: MaxTime, held and late jobs ---------------------------------------------------------------
+
+@pytest.mark.parametrize("max_time, limit, duration", [
+    ("00:30:00", 525600, 30),          # a job without a time limit reserves no more than a job may run
+    ("1-00:00:00", 5, 5),              # a shorter time limit is the job's own
+    ("UNLIMITED", 525600, D.DEFAULT_MAX_RESERVATION),   # no MaxTime: the site's bound, a day
+])
+def test_a_reservation_lasts_no_longer_than_the_partitions_maxtime(max_time, limit, duration):
+    slurm = FakeSlurm([job(41, job_state="RUNNING", start_time=NOW), delayed(42, 41, 1, time_limit=limit)],
+                      partitions="PartitionName=dam AllowGroups=ALL MaxTime=%s DefaultTime=NONE State=UP\n" % max_time)
+    assert run("prolog", "41", slurm)[0] == 0
+    (create,) = slurm.made("create")
+    assert "Duration=%d" % duration in create, create
+    assert ["scontrol", "-o", "show", "partition", "dam"] in slurm.calls
+
+
+def test_a_partition_that_cannot_be_read_bounds_the_reservation_by_a_day():
+    slurm = FakeSlurm([job(41, job_state="RUNNING", start_time=NOW), delayed(42, 41, 1, time_limit=525600)])
+    assert run("prolog", "41", slurm)[0] == 0
+    assert "Duration=%d" % D.DEFAULT_MAX_RESERVATION in slurm.made("create")[0]
+
+
+@pytest.mark.parametrize("fields, why", [
+    ({"state_reason": "JobHeldUser", "priority": 0}, "job 42 is held (JobHeldUser)"),
+    ({"state_reason": "JobHeldAdmin", "priority": 0}, "job 42 is held (JobHeldAdmin)"),
+    ({"state_reason": "Resources", "priority": 0}, "job 42 is held (priority 0)"),
+])
+def test_the_sweep_unbinds_a_held_job_and_removes_its_reservation(fields, why):
+    slurm = FakeSlurm([job(41, job_state="RUNNING"), delayed(42, 41, **fields), delayed(43, 41)],
+                      reservations=RESERVATIONS)
+    rc, out, err = run("sweep", None, slurm)
+    assert (rc, err) == (0, "")
+    assert slurm.made("update") == [["scontrol", "update", "JobId=42", "ReservationName="]]
+    assert ["scontrol", "delete", "reservation", "msa_delay_42"] in slurm.made("delete")
+    assert ["scontrol", "delete", "reservation", "msa_delay_43"] not in slurm.made("delete")
+    assert why + ": reservation msa_delay_42 removed" in out
+
+
+def test_the_sweep_unbinds_a_job_left_pending_past_its_start():
+    late = RESERVATIONS.replace("ReservationName=msa_delay_43 StartTime=%s" % START,
+                                "ReservationName=msa_delay_43 StartTime=%s" % stamp(NOW - D.START_GRACE - 1))
+    slurm = FakeSlurm([job(41, job_state="RUNNING"), delayed(42, 41), delayed(43, 41, state_reason="Resources"),
+                       delayed(44, 41)], reservations=late)
+    rc, out, err = run("sweep", None, slurm)
+    assert (rc, err) == (0, "")
+    assert slurm.made("update") == [["scontrol", "update", "JobId=43", "ReservationName="]]
+    assert slurm.made("delete") == [["scontrol", "delete", "reservation", "msa_delay_43"]]
+    assert "job 43 still pends %d s after its reservation began (Resources): reservation msa_delay_43 removed" % (
+        D.START_GRACE + 1) in out

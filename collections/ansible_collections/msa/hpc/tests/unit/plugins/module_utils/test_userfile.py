@@ -121,10 +121,13 @@ def test_as_root_the_file_is_written_as_the_jobs_user_and_nowhere_it_cannot_writ
     assert not (root_owned / "route").exists()
 
 
-def test_the_helper_reads_the_job_itself_and_refuses_paths_outside_it(tmp_path):
+def test_the_helper_reads_the_job_itself_and_refuses_paths_outside_it(open_dir):
+    tmp_path = open_dir
     work = tmp_path / "work"
     work.mkdir()
-    record = job(work)
+    # the helper never acts for root's jobs: as root, the job is nobody's
+    record = job(work, uid=pwd.getpwnam("nobody").pw_uid if os.geteuid() == 0 else None)
+    os.chown(work, record["uid"], record["gid"])
     seen = []
 
     def read_job(job_id, scontrol):
@@ -132,17 +135,40 @@ def test_the_helper_reads_the_job_itself_and_refuses_paths_outside_it(tmp_path):
         return [record]
 
     err = io.StringIO()
+    lowest = 1  # the test's own account may have a uid below 1000: the uid bound has its own test below
     code = U.helper_main(["write", "42", str(tmp_path / "elsewhere")], stdin=io.BytesIO(b"x"), err=err,
-                         read_job=read_job)
+                         read_job=read_job, min_uid=lowest)
     assert code == U.EXIT_REFUSED and seen == ["42"]
     assert "gw_file: %r is outside the job user's home" % str(tmp_path / "elsewhere") in err.getvalue()
     assert not (tmp_path / "elsewhere").exists()
     code = U.helper_main(["write", "42", str(work / "route")], stdin=io.BytesIO(b"ok\n"), err=err,
-                         read_job=read_job)
+                         read_job=read_job, min_uid=lowest)
     assert code == 0 and (work / "route").read_bytes() == b"ok\n"
     err = io.StringIO()
     assert U.helper_main(["write", "42", str(work / "a/../route")], stdin=io.BytesIO(b""), err=err,
-                         read_job=read_job) == U.EXIT_REFUSED and "not a normalised" in err.getvalue()
+                         read_job=read_job, min_uid=lowest) == U.EXIT_REFUSED and "not a normalised" in err.getvalue()
+
+
+@pytest.mark.parametrize("uid,minimum", [(0, 1000), (0, 0), (999, 1000), (1, 500)])
+def test_the_helper_refuses_jobs_of_root_and_of_system_accounts(tmp_path, uid, minimum):
+    work = tmp_path / "work"
+    work.mkdir()
+    record = dict(job(work), uid=uid, user="acct%d" % uid)
+    err = io.StringIO()
+    code = U.helper_main(["write", "42", str(work / "route")], stdin=io.BytesIO(b"x"), err=err,
+                         read_job=lambda job_id, squeue: [record], min_uid=minimum)
+    assert code == U.EXIT_REFUSED and not (work / "route").exists()
+    assert ("job 42 runs as acct%d (uid %d): the helper acts only for accounts from uid %d (UID_MIN), never for "
+            "root" % (uid, uid, minimum)) in err.getvalue()
+
+
+def test_uid_min_comes_from_login_defs_else_1000(tmp_path):
+    defs = tmp_path / "login.defs"
+    defs.write_text("# UID_MIN 5\nUID_MIN\t\t\t 2000\nUID_MAX 60000\n")
+    assert U.uid_min(str(defs)) == 2000
+    defs.write_text("UID_MAX 60000\n")
+    assert U.uid_min(str(defs)) == 1000
+    assert U.uid_min(str(tmp_path / "missing")) == 1000
 
 
 @pytest.mark.parametrize("argv", [[], ["chmod", "1", "/x"], ["write", "1"], ["write", "1", "/x", "k", "extra"]])

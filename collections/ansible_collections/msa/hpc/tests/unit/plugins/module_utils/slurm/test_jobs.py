@@ -145,3 +145,61 @@ def test_scontrol_records_splits_at_the_key_and_keeps_values_with_spaces_whole()
 ])
 def test_number_reads_slurm_json_numbers_and_its_markers(value, kwargs, expected):
     assert S.number(value, **kwargs) == expected
+
+
+class FakeRun:
+    """subprocess.run for scontrol: records each command line, answers ``rc``/``stderr``."""
+
+    def __init__(self, rc=0, stderr=""):
+        self.calls, self.rc, self.stderr = [], rc, stderr
+
+    def __call__(self, argv, **_kw):
+        self.calls.append(argv)
+        return subprocess.CompletedProcess(argv, self.rc, "", self.stderr)
+
+
+def test_a_refusing_prolog_stops_the_requeue_and_gives_the_reason_to_the_job():
+    import io
+
+    def refuse():
+        raise S.JobRecordError("job 7 refused: gw_file: '/etc/x' is outside the job user's\nhome")
+    err, run = io.StringIO(), FakeRun()
+    assert S.run_hook("psgw", "prolog", refuse, 1, "7", err, (S.JobRecordError,), scontrol="/usr/bin/scontrol",
+                      run=run) == 1
+    assert run.calls == [["/usr/bin/scontrol", "update", "JobId=7", "Requeue=0",
+                          "AdminComment=refused: psgw: job 7 refused: gw_file: '/etc/x' is outside the job "
+                          "user's home"]]
+    assert err.getvalue().splitlines()[-1] == "psgw prolog: job 7: not requeued, the refusal is its AdminComment"
+
+
+def test_a_prolog_that_fails_for_a_service_or_busy_pool_is_still_requeued():
+    import io
+
+    def busy():
+        raise S.JobRecordError("no 2 gateways free (busy)")
+    err, run = io.StringIO(), FakeRun()
+    assert S.run_hook("psgw", "prolog", busy, 1, "7", err, (S.JobRecordError,), scontrol="scontrol", run=run) == 1
+    assert run.calls == [] and err.getvalue() == "psgw prolog: job 7: no 2 gateways free (busy)\n"
+
+
+def test_an_epilog_or_a_prolog_that_never_fails_a_job_marks_nothing():
+    import io
+
+    def refuse():
+        raise S.JobRecordError("job 7 refused: x")
+    run = FakeRun()
+    assert S.run_hook("nam", "epilog", refuse, 0, "7", io.StringIO(), (S.JobRecordError,), "scontrol", run) == 0
+    assert S.run_hook("delay", "prolog", refuse, 0, "7", io.StringIO(), (S.JobRecordError,), "scontrol", run) == 0
+    assert run.calls == []
+
+
+def test_a_refusal_that_cannot_be_marked_is_said_and_the_job_still_fails_its_start():
+    import io
+
+    def refuse():
+        raise S.JobRecordError("job 7 refused: x")
+    err = io.StringIO()
+    run = FakeRun(rc=1, stderr="slurm_update error: Access/permission denied\n")
+    assert S.run_hook("nam", "prolog", refuse, 1, "7", err, (S.JobRecordError,), "scontrol", run) == 1
+    assert err.getvalue().splitlines()[-1] == ("nam prolog: job 7: could not stop its requeue: scontrol update: "
+                                               "slurm_update error: Access/permission denied")
