@@ -82,8 +82,9 @@ def run(site, action, job="200"):
 
 
 # the job's nodes on loopback: cluster02 sends from 127.0.0.4, booster03 receives on 127.0.0.3
-LOOPBACK_NODES = {"cluster01": {"ib": "127.0.0.1"}, "cluster02": {"ib": "127.0.0.4"}, "booster01": {"extoll": "127.0.0.5"},
-                  "booster02": {"extoll": "127.0.0.6"}, "booster03": {"extoll": "127.0.0.3"}}
+LOOPBACK_NODES = {"cluster01": {"ib": "127.0.0.1"}, "cluster02": {"ib": "127.0.0.4"},
+                  "booster01": {"extoll": "127.0.0.5"}, "booster02": {"extoll": "127.0.0.6"},
+                  "booster03": {"extoll": "127.0.0.3"}}
 
 
 def test_prolog_starts_daemons_writes_the_routing_file_and_epilog_undoes_it(site):

@@ -525,7 +525,8 @@ def main(argv=None):
                     help="vxlan: the simulator's booster nodes reach this gateway through a VXLAN tunnel over the "
                     "torus (msa_sim.psgwd.tunnel); set it up at start (with --forward-network)")
     ap.add_argument("--psgwd-max-bytes", metavar="N", help="bytes one psgwd connection may carry (its --max-bytes)")
-    ap.add_argument("--psgwd-refuse-ports", metavar="LOW-HIGH[,...]", help="ports no psgwd relays to (its --refuse-ports)")
+    ap.add_argument("--psgwd-refuse-ports", metavar="LOW-HIGH[,...]",
+                    help="ports no psgwd relays to (its --refuse-ports)")
     ap.add_argument("--end-lost-jobs", action="store_true",
                     help="end in Slurm (scontrol notify, AdminComment, scancel) a job whose psgwd died")
     ap.add_argument("--scontrol", default="scontrol", help="Slurm's scontrol (with --end-lost-jobs)")

@@ -10,9 +10,9 @@ hands it to the daemon, which asks every connection to prove it), writes that se
 (``<routing file>.secret``, mode 0600) and then the routing file, both as the job's user
 (module_utils/node/userfile). Any refusal or failure undoes what was done, writes one line to ``JOB-<id>-psgw.err`` in
 the job's working directory and exits 1: slurmctld requeues a batch job (an interactive one is cancelled). The
-epilog stops the daemons, frees the gateways, removes the secret file and the routing file when ``gw_cleanup`` was
-asked; it always exits 0. A workflow's delayed part (``--delay`` with ``--dependency=after:<leader>``, comment ``delay_after``) joins
-the routing file of its leader when it starts: the routes of every pair with one of its nodes, through the leader's
+epilog stops the daemons, frees the gateways, removes the secret file and, when ``gw_cleanup`` was asked, the
+routing file; it always exits 0. A workflow's delayed part (``--delay`` with ``--dependency=after:<leader>``,
+comment ``delay_after``) joins the routing file of its leader when it starts: the routes of every pair with one of its nodes, through the leader's
 gateways and strategy, are appended to that file as the user (the leader's own lines stay as they are, since its
 job is running on them); its epilog writes the file again without them. ``health`` probes the idle gateways' agents
 and holds the licences of those no job may be given in the licence-only reservation ``msa_gw_down``, so Slurm
