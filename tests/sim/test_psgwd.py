@@ -366,3 +366,27 @@ def test_a_receiver_that_stops_reading_holds_the_sender_back_until_the_idle_time
     ok = Receiver(EXTOLL)  # the job goes on
     assert send(psgwd["ib"], proto.envelope("42", "c1", "b1", ok.addr, 3, 3, proto.digest(b"abc")), b"abc")["match"]
     assert "idle for 2.0 s" in stop_psgwd(proc)
+
+
+def test_one_address_holds_at_most_its_connections_and_then_may_connect_again(tmp_path):
+    proc, psgwd = start_psgwd(tmp_path, "--peer-connections", "2")
+    held = [socket.create_connection((IB, psgwd["port"]), timeout=10, source_address=(CM, 0)) for _ in range(2)]
+    for sock in held:
+        assert "challenge" in proto.Reader(sock).line()  # served, waiting for an envelope
+    with socket.create_connection((IB, psgwd["port"]), timeout=10, source_address=(CM, 0)) as third:
+        assert proto.Reader(third).line() == {
+            "ok": False, "error": "refused connection from %s on ib: 2 connections from it are open already" % CM}
+    for sock in held:
+        sock.close()
+    receiver = Receiver(EXTOLL)
+    env = proto.envelope("42", "c1", "b1", receiver.addr, 3, 3, proto.digest(b"abc"))
+    for _ in range(100):  # the held connections' threads see them closed
+        try:
+            assert send(psgwd["ib"], env, b"abc")["match"]
+            break
+        except proto.ProtocolError as exc:
+            assert "connections from it are open already" in str(exc)
+            threading.Event().wait(0.05)
+    else:
+        pytest.fail("the address was not served again after closing its connections")
+    assert "2 connections from it are open already" in stop_psgwd(proc)

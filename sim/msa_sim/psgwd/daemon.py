@@ -160,7 +160,10 @@ class Gateway:
         return fabric, None
 
     def serve(self, sock, fabric):
-        peer = sock.getpeername()[0]
+        try:
+            peer = sock.getpeername()[0]
+        except OSError:  # gone before it was served
+            return
         if not self.peers.enter(peer):
             return self._refuse(sock, "connection from %s on %s: %d connections from it are open already"
                                 % (peer, fabric, self.peers.limit))
