@@ -243,8 +243,8 @@ class Agent:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.PIPE,
                                     start_new_session=True, env=os.environ.copy())
             log_file.close()
-            with proc.stdin:  # the job's secret: on the daemon's standard input, never in its argv
-                proc.stdin.write(secret.encode() + b"\n")
+            with contextlib.suppress(OSError), proc.stdin:  # the job's secret: on its standard input, not in argv
+                proc.stdin.write(secret.encode() + b"\n")  # (a daemon that died at once is reported below)
             lines = self._read_ready(proc)
             if len(lines) < 2:
                 proc.kill()
