@@ -18,6 +18,7 @@ from tests.helpers import interfaces_up
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token"
+SECRET = "the-jobs-gateway-secret-0123456789"  # what the prolog hands a job's psgwd
 
 
 def call(base, method, path, body=None, token=TOKEN):
@@ -111,23 +112,23 @@ def test_health_is_not_ok_when_the_interfaces_cannot_be_read(tmp_path):
 
 def test_start_reports_a_daemon_listening_on_both_fabrics_and_is_idempotent(agent_env):
     base, _, _ = agent_env()
-    status, rec = call(base, "POST", "/v1/jobs", {"job": "77"})
+    status, rec = call(base, "POST", "/v1/jobs", {"job": "77", "secret": SECRET})
     assert status == 201 and rec["running"]
     port = rec["port"]
     assert rec["endpoints"] == {"ib": "127.0.0.2:%d" % port, "extoll": "127.0.0.3:%d" % port}
     for endpoint in rec["endpoints"].values():
-        assert proto.query_stats(endpoint)["job"] == "77"
-    status, again = call(base, "POST", "/v1/jobs", {"job": "77"})
+        assert proto.query_stats(endpoint, SECRET)["job"] == "77"
+    status, again = call(base, "POST", "/v1/jobs", {"job": "77", "secret": SECRET})
     assert status == 200 and again["pid"] == rec["pid"]
 
 
 def test_stop_is_idempotent_and_returns_the_final_counters(agent_env):
     base, _, _ = agent_env()
-    _, rec = call(base, "POST", "/v1/jobs", {"job": "78"})
+    _, rec = call(base, "POST", "/v1/jobs", {"job": "78", "secret": SECRET})
     status, res = call(base, "DELETE", "/v1/jobs/78")
     assert status == 200 and res["stopped"] and res["stats"]["job"] == "78"
     with pytest.raises(OSError):
-        proto.query_stats(rec["endpoints"]["ib"], timeout=2)
+        proto.query_stats(rec["endpoints"]["ib"], SECRET, timeout=2)
     status, res = call(base, "DELETE", "/v1/jobs/78")
     assert status == 200 and res["stopped"] is False
     assert call(base, "GET", "/v1/jobs/78")[0] == 404
@@ -141,10 +142,30 @@ def test_bad_job_id_is_rejected_with_the_value_named(agent_env):
 
 def test_a_restarted_agent_still_knows_and_stops_running_daemons(agent_env):
     base, _, server = agent_env()
-    _, rec = call(base, "POST", "/v1/jobs", {"job": "79"})
+    _, rec = call(base, "POST", "/v1/jobs", {"job": "79", "secret": SECRET})
     server.shutdown()
     server.server_close()
     base2, _, _ = agent_env()
     status, listed = call(base2, "GET", "/v1/jobs")
     assert [(r["job"], r["pid"], r["running"]) for r in listed] == [("79", rec["pid"], True)]
     assert call(base2, "DELETE", "/v1/jobs/79")[1]["stopped"] is True
+
+
+def test_a_psgwd_is_started_only_with_the_jobs_secret_which_it_asks_of_every_client(agent_env, tmp_path):
+    base, agent, _ = agent_env()
+    status, body = call(base, "POST", "/v1/jobs", {"job": "80"})
+    assert status == 400 and "carries no 'secret'" in body["error"]["message"]
+    status, body = call(base, "POST", "/v1/jobs", {"job": "80", "secret": "too-short-a-secret"})
+    assert status == 400 and body["error"]["message"] == "secret: not 32 to 128 characters of A-Z a-z 0-9 _ -"
+    assert agent.list() == []
+    status, rec = call(base, "POST", "/v1/jobs", {"job": "80", "secret": SECRET})
+    assert status == 201
+    with open("/proc/%d/cmdline" % rec["pid"], "rb") as fh:
+        assert SECRET.encode() not in fh.read()  # on its standard input, not in its arguments
+    assert proto.query_stats(rec["endpoints"]["ib"], SECRET)["job"] == "80"
+    answer = proto.query_stats(rec["endpoints"]["ib"], "a-forged-secret-of-the-right-shape-000")
+    assert answer == {"ok": False, "error": "refused connection from 127.0.0.1 on ib: wrong job secret"}
+    # the daemon runs: a later POST (the prolog's pairs) needs no secret
+    assert call(base, "POST", "/v1/jobs", {"job": "80", "pairs": [["127.0.0.1", "127.0.0.3"]]})[0] == 200
+    log = (tmp_path / "run" / "psgwd-80.log").read_text()
+    assert "wrong job secret" in log and SECRET not in log

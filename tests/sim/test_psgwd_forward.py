@@ -19,7 +19,7 @@ from msa_sim.psgwd import agent as agent_mod
 from msa_sim.psgwd import forward as fwd
 from msa_sim.psgwd.agent import Agent, AgentError, AgentServer
 from tests.helpers import FakeNft, interfaces_up
-from tests.sim.test_psgwd_agent import TOKEN, call
+from tests.sim.test_psgwd_agent import SECRET, TOKEN, call
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 IB, EXTOLL = "10.43.0.0/24", "10.44.0.0/24"
@@ -179,10 +179,11 @@ def fwd_agent(tmp_path, monkeypatch):
 
 def test_post_opens_the_jobs_pairs_get_shows_bytes_delete_closes_them(fwd_agent):
     base, _agent, nft, _, _server = fwd_agent
-    status, rec = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1], [CM2, ESB1]]})
+    status, rec = call(base, "POST", "/v1/jobs", {"job": "42", "secret": SECRET, "pairs": [[CM1, ESB1], [CM2, ESB1]]})
     assert status == 201 and rec["pairs"] == [[CM1, ESB1], [CM2, ESB1]]
     assert sum("job42_c2b accept" in r for r in nft.rules()) == 2
-    assert call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1], [CM2, ESB1]]})[0] == 200
+    again = {"job": "42", "secret": SECRET, "pairs": [[CM1, ESB1], [CM2, ESB1]]}
+    assert call(base, "POST", "/v1/jobs", again)[0] == 200
     nft.counters["job42_c2b"] = {"packets": 10, "bytes": 65536}
     status, rec = call(base, "GET", "/v1/jobs/42")
     assert status == 200 and rec["forwarded"]["ib->extoll"]["bytes"] == 65536
@@ -195,9 +196,9 @@ def test_post_opens_the_jobs_pairs_get_shows_bytes_delete_closes_them(fwd_agent)
 
 def test_bad_pairs_are_refused_before_any_psgwd_starts(fwd_agent):
     base, agent, nft, _, _server = fwd_agent
-    status, body = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, "10.99.0.1"]]})
+    status, body = call(base, "POST", "/v1/jobs", {"job": "42", "secret": SECRET, "pairs": [[CM1, "10.99.0.1"]]})
     assert status == 400 and "booster address 10.99.0.1 is outside" in body["error"]["message"]
-    status, body = call(base, "POST", "/v1/jobs", {"job": "job-42", "pairs": []})
+    status, body = call(base, "POST", "/v1/jobs", {"job": "job-42", "secret": SECRET, "pairs": []})
     assert status == 400 and "not a numeric Slurm job id" in body["error"]["message"]
     assert agent.list() == [] and nft.scripts == []
 
@@ -205,15 +206,15 @@ def test_bad_pairs_are_refused_before_any_psgwd_starts(fwd_agent):
 def test_a_failed_nft_stops_the_psgwd_it_started(fwd_agent):
     base, agent, nft, _, _server = fwd_agent
     nft.fail = "Error: Operation not permitted"
-    status, body = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})
+    status, body = call(base, "POST", "/v1/jobs", {"job": "42", "secret": SECRET, "pairs": [[CM1, ESB1]]})
     assert status == 500 and "forwarding not opened" in body["error"]["message"]
     assert agent.list() == []
 
 
 def test_killing_the_jobs_psgwd_closes_its_forwarding_and_delete_still_reports_the_bytes(fwd_agent):
     base, agent, nft, clock, _server = fwd_agent
-    rec = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})[1]
-    call(base, "POST", "/v1/jobs", {"job": "43", "pairs": [[CM2, ESB2]]})
+    rec = call(base, "POST", "/v1/jobs", {"job": "42", "secret": SECRET, "pairs": [[CM1, ESB1]]})[1]
+    call(base, "POST", "/v1/jobs", {"job": "43", "secret": SECRET, "pairs": [[CM2, ESB2]]})
     nft.counters["job42_b2c"] = {"packets": 4, "bytes": 4096}
     assert agent.monitor() == []
     os.kill(rec["pid"], signal.SIGKILL)
@@ -232,7 +233,7 @@ def test_killing_the_jobs_psgwd_closes_its_forwarding_and_delete_still_reports_t
 
 def test_a_restarted_agent_applies_the_stored_pairs_again(fwd_agent, tmp_path):
     base, _agent, nft, _, _server = fwd_agent
-    call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})
+    call(base, "POST", "/v1/jobs", {"job": "42", "secret": SECRET, "pairs": [[CM1, ESB1]]})
     again = Agent("gw01", [("ib", "127.0.0.2"), ("extoll", "127.0.0.3")], str(tmp_path / "state"),
                   str(tmp_path / "run"), forwarder=fwd.Forwarder(IB, EXTOLL, ("ib", "extoll"), run=nft))
     nft.scripts.clear()
@@ -241,24 +242,33 @@ def test_a_restarted_agent_applies_the_stored_pairs_again(fwd_agent, tmp_path):
     assert sum("job42" in r for r in nft.rules()) == 2
 
 
-def test_pairs_sent_to_an_agent_without_forwarding_are_refused(tmp_path):
+def test_an_agent_without_forwarding_gives_the_pairs_to_its_psgwd_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "sim"), str(ROOT / "collections")]))
     agent = Agent("gw01", [("ib", "127.0.0.2"), ("extoll", "127.0.0.3")], str(tmp_path / "s"), str(tmp_path / "r"))
-    with pytest.raises(AgentError, match="forwards no node pairs"):
-        agent.start("42", 0, [[CM1, ESB1]])
+    with pytest.raises(AgentError, match=r"pairs\[0\]: booster address 'esb' is not an IP address"):
+        agent.start("42", 0, [[CM1, "esb"]], SECRET)
     assert agent.list() == []
+    try:
+        agent.start("42", 0, [[CM1, ESB1]], SECRET)
+        pairs_file = tmp_path / "r" / "psgwd-42.pairs"
+        assert json.loads(pairs_file.read_text()) == {"job": "42", "pairs": [[CM1, ESB1]]}
+        assert oct(pairs_file.stat().st_mode & 0o777) == "0o600"
+    finally:
+        agent.stop("42")
+    assert not pairs_file.exists()
 
 
 def test_the_compute_nodes_read_only_token_reads_a_jobs_pairs_and_nothing_else(fwd_agent):
     base, _agent, _nft, _, server = fwd_agent
     server_read = "node-read-token"
     server.read_token = server_read
-    assert call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})[0] == 201
+    assert call(base, "POST", "/v1/jobs", {"job": "42", "secret": SECRET, "pairs": [[CM1, ESB1]]})[0] == 201
     gw = {"name": "gw01", "agent": base}
     assert NR.agent_pairs(gw, "42", server_read) == [[CM1, ESB1]]
     assert NR.agent_pairs(gw, "43", server_read) == []   # a job this gateway does not serve
     assert call(base, "GET", "/v1/jobs", token=server_read)[0] == 401
     assert call(base, "DELETE", "/v1/jobs/42", token=server_read)[0] == 401
-    assert call(base, "POST", "/v1/jobs", {"job": "43"}, token=server_read)[0] == 401
+    assert call(base, "POST", "/v1/jobs", {"job": "43", "secret": SECRET}, token=server_read)[0] == 401
     with pytest.raises(NR.RouteError, match="gateway gw01: agent .*401"):
         NR.agent_pairs(gw, "42", "wrong")
 
@@ -373,8 +383,8 @@ def test_the_monitor_ends_the_job_whose_psgwd_died_once_and_the_others_not(fwd_a
     base, agent, _nft, _, _server = fwd_agent
     slurm = FakeSlurm()
     agent.ender, started = _ender(slurm)
-    rec = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})[1]
-    call(base, "POST", "/v1/jobs", {"job": "43", "pairs": [[CM2, ESB2]]})
+    rec = call(base, "POST", "/v1/jobs", {"job": "42", "secret": SECRET, "pairs": [[CM1, ESB1]]})[1]
+    call(base, "POST", "/v1/jobs", {"job": "43", "secret": SECRET, "pairs": [[CM2, ESB2]]})
     agent.monitor()
     assert started == []
     os.kill(rec["pid"], signal.SIGKILL)
@@ -398,7 +408,7 @@ def test_a_slow_slurmctld_does_not_hold_the_monitor(fwd_agent):
         release.wait(10)
         return subprocess.CompletedProcess(argv, 0, "", "")
     agent.ender = agent_mod.JobEnder("gw01", run=slow)
-    rec = call(base, "POST", "/v1/jobs", {"job": "42", "pairs": [[CM1, ESB1]]})[1]
+    rec = call(base, "POST", "/v1/jobs", {"job": "42", "secret": SECRET, "pairs": [[CM1, ESB1]]})[1]
     os.kill(rec["pid"], signal.SIGKILL)
     deadline = time.monotonic() + 10
     while call(base, "GET", "/v1/jobs/42")[1]["running"] and time.monotonic() < deadline:

@@ -81,7 +81,16 @@ def run(site, action, job="200"):
     return code, out.getvalue()
 
 
+# the job's nodes on loopback: cluster02 sends from 127.0.0.4, booster03 receives on 127.0.0.3
+LOOPBACK_NODES = {"cluster01": {"ib": "127.0.0.1"}, "cluster02": {"ib": "127.0.0.4"},
+                  "booster01": {"extoll": "127.0.0.5"}, "booster02": {"extoll": "127.0.0.6"},
+                  "booster03": {"extoll": "127.0.0.3"}}
+
+
 def test_prolog_starts_daemons_writes_the_routing_file_and_epilog_undoes_it(site):
+    for agent in site.agents:
+        agent.forwarder = None  # their psgwds relay the job's pairs (loopback addresses are no fabric network here)
+    with_nodes(site, LOOPBACK_NODES)
     code, out = run(site, "prolog")
     assert code == 0, out
     route = site.workdir / "psgw-route-200"
@@ -102,9 +111,17 @@ def test_prolog_starts_daemons_writes_the_routing_file_and_epilog_undoes_it(site
     t = threading.Thread(target=lambda: results.append(pingpong.receive_one(lsock.accept()[0], "200")))
     t.start()
     gateway, side = pingpong.find_route(str(route), "cluster02", "booster03")
+    secret_file = site.workdir / "psgw-route-200.secret"  # the job's secret, the user's only
+    assert oct(secret_file.stat().st_mode & 0o777) == "0o600"
+    secret = pingpong.read_secret(routing_file=str(route), env={})
     data = pingpong.payload(200_000, 1)
-    res = proto.send_message(gateway, proto.envelope("200", "cluster02", "booster03", receiver_addr, len(data),
-                                                     30_000, proto.digest(data)), data)
+    env = proto.envelope("200", "cluster02", "booster03", receiver_addr, len(data), 30_000, proto.digest(data))
+    with pytest.raises(proto.ProtocolError, match="refused connection from 127.0.0.4 on ib: wrong job secret"):
+        proto.send_message(gateway, env, data, "x" * len(secret), source=("127.0.0.4", 0))
+    outside = dict(env, dst=dict(env["dst"], addr="127.0.0.7:%d" % lsock.getsockname()[1]))  # a node of no pair
+    with pytest.raises(proto.ProtocolError, match=r"127\.0\.0\.4 -> 127\.0\.0\.7 is not a node pair of job 200"):
+        proto.send_message(gateway, outside, data, secret, source=("127.0.0.4", 0))
+    res = proto.send_message(gateway, env, data, secret, source=("127.0.0.4", 0))
     t.join(10)
     lsock.close()
     assert side == "cluster" and res["match"] and results[0]["match"]
@@ -112,6 +129,7 @@ def test_prolog_starts_daemons_writes_the_routing_file_and_epilog_undoes_it(site
     code, out = run(site, "epilog")
     assert code == 0
     assert not route.exists()  # gw_cleanup was asked
+    assert not secret_file.exists()
     assert [a.list() for a in site.agents] == [[], []]
     with P.GatewayPool(site.db) as pool:
         assert pool.counts()["free"] == 2
@@ -128,7 +146,7 @@ def test_epilog_keeps_the_routing_file_without_cleanup_and_runs_twice_harmlessly
     assert (site.workdir / "routes.txt").exists()
     assert run(site, "epilog")[0] == 0
     assert run(site, "epilog")[0] == 0
-    assert (site.workdir / "routes.txt").exists()
+    assert (site.workdir / "routes.txt").exists() and not (site.workdir / "routes.txt.secret").exists()
 
 
 @pytest.fixture
@@ -163,10 +181,15 @@ def test_hooks_running_as_slurm_user_write_and_remove_the_routing_file_through_t
     route = site.workdir / "psgw-route-200"
     assert len(R.read_routing_file(str(route)).gateways) == 2
     assert oct(route.stat().st_mode & 0o777) == "0o644"
-    assert as_slurm_user.read_text().splitlines() == ["-n %s check 200 %s gw_file" % (site.helper, route), "-n %s write 200 %s gw_file" % (site.helper, route)]
+    secret = "%s.secret" % route
+    assert as_slurm_user.read_text().splitlines() == [
+        "-n %s %s 200 %s gw_file" % (site.helper, action, path)
+        for action, path in (("check", route), ("secret", secret), ("write", route))]
+    assert oct(os.stat(secret).st_mode & 0o777) == "0o600"
     assert run(site, "epilog")[0] == 0
-    assert not route.exists()  # gw_cleanup
-    assert as_slurm_user.read_text().splitlines()[-1] == "-n %s remove 200 %s gw_file" % (site.helper, route)
+    assert not route.exists() and not os.path.exists(secret)  # gw_cleanup; the secret goes whatever is asked
+    assert as_slurm_user.read_text().splitlines()[-2:] == [
+        "-n %s remove 200 %s gw_file" % (site.helper, path) for path in (secret, route)]
     assert not list(site.workdir.glob(".psgw-route-200.tmp*"))
 
 

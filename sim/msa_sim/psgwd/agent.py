@@ -7,8 +7,10 @@ API (bearer token on every call but /v1/health):
   GET    /v1/health            {"ok": bool, "gateway": name, "fabrics": {name: {"address", "interface", "up", ...}},
                                 "jobs": n}  ok is false when a fabric's link is down (read from the kernel each call)
   GET    /v1/jobs              [daemon, ...]
-  POST   /v1/jobs              {"job": "42", "port": 0, "pairs": [[cluster addr, booster addr], ...]}
+  POST   /v1/jobs              {"job": "42", "port": 0, "secret": "...", "pairs": [[cluster addr, booster addr], ...]}
                                 -> 201 daemon (200 if it already runs; the pairs are set again)
+                                secret: the job's, handed to a new psgwd on its standard input (needed to start one)
+                                pairs: the only node pairs its psgwd relays between (msa_sim.psgwd.policy)
   GET    /v1/jobs/<job>        daemon with live byte counters (and "forwarded": bytes per direction)
   DELETE /v1/jobs/<job>        stop it -> {"stopped": true|false, "stats": {...}}  (idempotent)
 
@@ -22,6 +24,7 @@ whose path between the modules is cut would otherwise wait in its MPI calls unti
 """
 
 import argparse
+import contextlib
 import hmac
 import json
 import logging
@@ -38,6 +41,7 @@ import time
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.jobs import JobRecordError, check_job_id
 from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, dispatching
 from msa_sim.psgwd import forward as fwd
+from msa_sim.psgwd import policy
 from msa_sim.psgwd import tunnel
 from msa_sim.psgwd.store import DaemonStore
 
@@ -168,7 +172,8 @@ class Agent:
     """Starts one psgwd per job on this gateway, bound to the gateway's address on every fabric."""
 
     def __init__(self, name, fabrics, state_dir, run_dir, python=sys.executable, start_timeout=10.0,
-                 ports=None, interfaces=read_interfaces, forwarder=None, clock=time.monotonic, ender=None):
+                 ports=None, interfaces=read_interfaces, forwarder=None, clock=time.monotonic, ender=None,
+                 daemon_args=()):
         if not fabrics:
             raise ValueError("the agent needs the gateway's address on each fabric (--fabric NAME=ADDR)")
         self.name = name
@@ -189,6 +194,7 @@ class Agent:
         self.closed_stats = {}
         # ends in Slurm the jobs whose psgwd died (JobEnder); None: the forwarding is closed, the job left alone
         self.ender = ender
+        self.daemon_args = list(daemon_args)  # psgwd's bounds (--max-bytes, --refuse-ports) from the agent's options
 
     def describe(self, rec, with_stats=False):
         out = dict(rec, running=_alive(rec["pid"], rec["job"]), gateway=self.name)
@@ -209,33 +215,36 @@ class Agent:
         except (OSError, ValueError):
             return None
 
-    def start(self, job, port=0, pairs=None):
+    def start(self, job, port=0, pairs=None, secret=None):
         if not JOB_RE.match(str(job)):
             raise AgentError(400, "job %r is not a job id" % (job,))
         if not isinstance(port, int) or not 0 <= port < 65536:
             raise AgentError(400, "port %r is not a port number" % (port,))
         if pairs is not None:
-            if self.forwarder is None:
-                raise AgentError(409, "gateway %s forwards no node pairs (its agent has no --forward-network)"
-                                 % self.name)
-            try:
-                self.forwarder.check(job, pairs)
-            except fwd.ForwardError as exc:
-                raise AgentError(400, str(exc)) from None
+            self._check_pairs(job, pairs)
+        try:
+            secret = None if secret is None else policy.check_secret(secret)
+        except ValueError as exc:
+            raise AgentError(400, str(exc)) from None
         with self.lock:
             rec = self.store.get(job)
             if rec and _alive(rec["pid"], rec["job"]):
                 self._open(job, pairs)
                 return self.describe(rec), False
+            if secret is None:
+                raise AgentError(400, "no psgwd runs for job %s on %s and the request carries no 'secret' to start "
+                                 "one with" % (job, self.name))
             stats_file = os.path.join(self.run_dir, "psgwd-%s.json" % job)
             log_file = open(os.path.join(self.run_dir, "psgwd-%s.log" % job), "ab")
             argv = [self.python, "-m", "msa_sim.psgwd", "--job", str(job), "--port", str(port), "--name", self.name,
-                    "--stats-file", stats_file]
+                    "--stats-file", stats_file, "--pairs-file", self._pairs_file(job)] + self.daemon_args
             for fabric, addr in self.fabrics:
                 argv += ["--listen", "%s=%s" % (fabric, addr)]
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.PIPE,
                                     start_new_session=True, env=os.environ.copy())
             log_file.close()
+            with contextlib.suppress(OSError), proc.stdin:  # the job's secret: on its standard input, not in argv
+                proc.stdin.write(secret.encode() + b"\n")  # (a daemon that died at once is reported below)
             lines = self._read_ready(proc)
             if len(lines) < 2:
                 proc.kill()
@@ -255,16 +264,34 @@ class Agent:
                 raise
             return self.describe(self.store.get(job)), True
 
-    def _open(self, job, pairs):
-        """Open the kernel forwarding of the job's pairs (caller holds the lock); nothing without pairs."""
-        if pairs is None or self.forwarder is None:
-            return
+    def _pairs_file(self, job):
+        return os.path.join(self.run_dir, "psgwd-%s.pairs" % job)
+
+    def _check_pairs(self, job, pairs):
+        """The job's pairs checked: inside the fabrics' networks with forwarding, else IP addresses of their kinds."""
         try:
-            checked = self.forwarder.open(job, pairs, self.clock())
+            if self.forwarder is not None:
+                return self.forwarder.check(job, pairs)[1]
+            if len(self.fabrics) != 2:
+                raise AgentError(409, "gateway %s bridges no two fabrics: it has no node pairs" % self.name)
+            return fwd.check_pairs(pairs, *(fwd.network(a + "/0", f) for f, a in self.fabrics))
         except fwd.ForwardError as exc:
-            raise AgentError(500, "job %s: forwarding not opened: %s" % (job, exc)) from None
+            raise AgentError(400, str(exc)) from None
+
+    def _open(self, job, pairs):
+        """Set the job's pairs (caller holds the lock): the ones its psgwd relays, and the kernel forwarding of them
+        with a forwarder; nothing without pairs."""
+        if pairs is None:
+            return
+        checked = self._check_pairs(job, pairs)
+        if self.forwarder is not None:
+            try:
+                checked = self.forwarder.open(job, pairs, self.clock())
+            except fwd.ForwardError as exc:
+                raise AgentError(500, "job %s: forwarding not opened: %s" % (job, exc)) from None
         self.store.set_pairs(job, checked)
-        log.info("job %s: forwarding %d node pairs", job, len(checked))
+        policy.write_pairs(self._pairs_file(job), job, checked)
+        log.info("job %s: %s %d node pairs", job, "forwarding" if self.forwarder else "relaying", len(checked))
 
     def _close(self, job, why):
         """Close the job's forwarding (caller holds the lock); its final counters, or None."""
@@ -352,6 +379,9 @@ class Agent:
         if forwarded is not None:
             stats = dict(stats or {}, forwarded=forwarded)
         self.store.remove(job)
+        self.store.remove_pairs(job)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._pairs_file(job))
         self.children.pop(str(job), None)
         if self.ender is not None:
             self.ender.forget(job)
@@ -433,7 +463,7 @@ class Handler(dispatching("GET", "POST", "DELETE")):
                     raise AgentError(400, "request body is not JSON")
                 if not isinstance(body, dict) or "job" not in body:
                     raise AgentError(400, "request body needs a 'job'")
-                rec, created = agent.start(str(body["job"]), body.get("port", 0), body.get("pairs"))
+                rec, created = agent.start(str(body["job"]), body.get("port", 0), body.get("pairs"), body.get("secret"))
                 return self._send(201 if created else 200, rec)
             m = re.fullmatch(r"/v1/jobs/([^/]+)", path)
             if m and method == "GET":
@@ -494,6 +524,9 @@ def main(argv=None):
     ap.add_argument("--tunnel", choices=("none", "vxlan"), default="none",
                     help="vxlan: the simulator's booster nodes reach this gateway through a VXLAN tunnel over the "
                     "torus (msa_sim.psgwd.tunnel); set it up at start (with --forward-network)")
+    ap.add_argument("--psgwd-max-bytes", metavar="N", help="bytes one psgwd connection may carry (its --max-bytes)")
+    ap.add_argument("--psgwd-refuse-ports", metavar="LOW-HIGH[,...]",
+                    help="ports no psgwd relays to (its --refuse-ports)")
     ap.add_argument("--end-lost-jobs", action="store_true",
                     help="end in Slurm (scontrol notify, AdminComment, scancel) a job whose psgwd died")
     ap.add_argument("--scontrol", default="scontrol", help="Slurm's scontrol (with --end-lost-jobs)")
@@ -541,7 +574,9 @@ def main(argv=None):
             raise ValueError("--slurm-conf-server %r is not HOST[:PORT][,HOST[:PORT]]" % args.slurm_conf_server)
         ender = JobEnder(args.name, args.scontrol, args.scancel, conf_server=args.slurm_conf_server) \
             if args.end_lost_jobs else None
-        agent = Agent(args.name, fabrics, args.state_dir, args.run_dir, ports=ports, forwarder=forwarder, ender=ender)
+        bounds = [("--max-bytes", args.psgwd_max_bytes), ("--refuse-ports", args.psgwd_refuse_ports)]
+        agent = Agent(args.name, fabrics, args.state_dir, args.run_dir, ports=ports, forwarder=forwarder, ender=ender,
+                      daemon_args=[a for option, value in bounds if value is not None for a in (option, value)])
         agent.restore()
         host, _, port = args.listen.rpartition(":")
         read = read_token(args.read_token_file) if args.read_token_file and token else None

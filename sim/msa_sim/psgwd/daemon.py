@@ -1,17 +1,20 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
-"""The per-job gateway daemon: accepts envelopes on both fabrics, stores and forwards each fragment, counts bytes."""
+"""The per-job gateway daemon: accepts envelopes on both fabrics from the job's own ranks only (its secret, its node
+pairs: msa_sim.psgwd.policy), relays each fragment a bounded chunk at a time, counts bytes."""
 
 import json
 import logging
 import os
+import secrets
 import socket
 import socketserver
 import threading
 import time
 
 from msa_sim.psgwd import protocol as proto
+from msa_sim.psgwd.policy import Refused
 
 log = logging.getLogger("psgwd")
 
@@ -72,17 +75,41 @@ class _Handler(socketserver.BaseRequestHandler):
         self.server.gateway.serve(self.request, self.server.fabric)
 
 
-class Gateway:
-    """One psgwd for one job. ``listen`` is ``[(fabric, address), ...]``: one entry per fabric it bridges."""
+class PeerLimit:
+    """At most ``limit`` connections open at once from one peer address."""
 
-    def __init__(self, job, listen, port=0, name=None, stats_file=None, max_fragment=proto.MAX_FRAGMENT,
-                 connect_timeout=10.0):
+    def __init__(self, limit):
+        self.limit, self.open, self.lock = limit, {}, threading.Lock()
+
+    def enter(self, peer):
+        with self.lock:
+            if self.open.get(peer, 0) >= self.limit:
+                return False
+            self.open[peer] = self.open.get(peer, 0) + 1
+            return True
+
+    def leave(self, peer):
+        with self.lock:
+            self.open[peer] -= 1
+            if not self.open[peer]:
+                del self.open[peer]
+
+
+class Gateway:
+    """One psgwd for one job. ``listen`` is ``[(fabric, address), ...]``: one entry per fabric it bridges, the
+    cluster side first (the order of the pairs in ``policy``: msa_sim.psgwd.policy.Policy)."""
+
+    def __init__(self, job, listen, policy, port=0, name=None, stats_file=None, max_fragment=proto.MAX_FRAGMENT,
+                 connect_timeout=10.0, idle_timeout=60.0, peer_connections=64):
         if not listen:
             raise ValueError("psgwd needs at least one --listen address")
         self.job = str(job)
+        self.policy = policy
         self.name = name or socket.gethostname()
         self.max_fragment = max_fragment
         self.connect_timeout = connect_timeout
+        self.idle_timeout = idle_timeout
+        self.peers = PeerLimit(peer_connections)
         self.servers = []
         self._bind(listen, port)
         self.port = self.servers[0].server_address[1]
@@ -133,32 +160,73 @@ class Gateway:
         return fabric, None
 
     def serve(self, sock, fabric):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        reader = proto.Reader(sock)
         try:
-            env = reader.line()
-        except proto.ProtocolError:
+            peer = sock.getpeername()[0]
+        except OSError:  # gone before it was served
             return
+        if not self.peers.enter(peer):
+            return self._refuse(sock, "connection from %s on %s: %d connections from it are open already"
+                                % (peer, fabric, self.peers.limit))
+        try:
+            sock.settimeout(self.idle_timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._serve(sock, fabric, peer)
+        except socket.timeout:
+            self.stats.bump("errors")
+            log.warning("connection from %s on %s closed: idle for %s s", peer, fabric, self.idle_timeout)
+        except (proto.ProtocolError, OSError) as exc:
+            log.info("connection from %s on %s closed: %s", peer, fabric, exc)
+        finally:
+            self.peers.leave(peer)
+
+    def _refuse(self, sock, why):
+        """One log line and one answer naming what was refused; the connection is then closed (the job goes on)."""
+        self.stats.bump("refused")
+        log.warning("refused %s", why)
+        try:
+            proto.send_line(sock, {"ok": False, "error": "refused " + why})
+        except OSError:
+            pass
+
+    def _serve(self, sock, fabric, peer):
+        challenge = secrets.token_hex(16)
+        proto.send_line(sock, proto.hello(challenge))
+        reader = proto.Reader(sock)
+        env = reader.line()
+        if not self.policy.authentic(challenge, env):
+            return self._refuse(sock, "connection from %s on %s: %s job secret" % (
+                peer, fabric, "wrong" if "auth" in env else "no"))
+        env.pop("auth")
         if env.get("op") == "stats":
-            proto.send_line(sock, dict(self.stats.snapshot(), ok=True))
-            return
+            return proto.send_line(sock, dict(self.stats.snapshot(), ok=True))
         if env.get("op") != "forward":
-            proto.send_line(sock, {"ok": False, "error": "unknown op %r" % env.get("op")})
-            return
+            return proto.send_line(sock, {"ok": False, "error": "unknown op %r" % env.get("op")})
         if str(env.get("job")) != self.job:
-            self.stats.bump("refused")
-            log.warning("refused envelope for job %s from %s", env.get("job"), sock.getpeername())
-            proto.send_line(sock, {"ok": False, "error": "envelope for job %s refused: this psgwd serves job %s"
-                                   % (env.get("job"), self.job)})
-            return
+            return self._refuse(sock, "envelope for job %s from %s: this psgwd serves job %s"
+                                % (env.get("job"), peer, self.job))
         out_fabric, out_addr = self._other(fabric)
         direction = "%s->%s" % (fabric, out_fabric)
+        try:
+            length, mtu = int(env["length"]), int(env["mtu"])
+            if length < 0 or not 0 < mtu <= self.max_fragment:
+                raise proto.ProtocolError("envelope length %d / mtu %d not acceptable" % (length, mtu))
+            dst = self.policy.destination(fabric == self.listen[0][0], peer, env["dst"]["addr"])
+            self.policy.length(length)
+        except Refused as exc:
+            return self._refuse(sock, "message of job %s from %s on %s: %s" % (self.job, peer, fabric, exc))
+        except (proto.ProtocolError, ValueError, KeyError, TypeError) as exc:
+            return self._refuse(sock, "envelope from %s on %s: %s" % (peer, fabric, exc))
         self.stats.bump("active", delta=1)
         try:
-            self._forward(sock, reader, env, direction, out_addr)
-        except (proto.ProtocolError, OSError, ValueError, KeyError) as exc:
+            self._forward(sock, reader, env, dst, length, direction, out_addr)
+        except Refused as exc:
+            self._refuse(sock, "message of job %s from %s on %s: %s; connection closed" % (self.job, peer, fabric,
+                                                                                          exc))
+        except socket.timeout:
+            raise
+        except (proto.ProtocolError, OSError) as exc:
             self.stats.bump("errors")
-            log.warning("message of job %s failed: %s", self.job, exc)
+            log.warning("message of job %s from %s failed: %s", self.job, peer, exc)
             try:
                 proto.send_line(sock, {"ok": False, "error": str(exc)})
             except OSError:
@@ -166,17 +234,14 @@ class Gateway:
         finally:
             self.stats.bump("active", delta=-1)
 
-    def _forward(self, sock, reader, env, direction, out_addr):
-        length, mtu = int(env["length"]), int(env["mtu"])
-        if length < 0 or not 0 < mtu <= self.max_fragment:
-            raise proto.ProtocolError("envelope length %d / mtu %d not acceptable" % (length, mtu))
-        host, port = proto.split_endpoint(env["dst"]["addr"])
+    def _forward(self, sock, reader, env, dst, length, direction, out_addr):
         source = (out_addr, 0) if out_addr else None
         try:
-            out = socket.create_connection((host, port), timeout=self.connect_timeout, source_address=source)
+            out = socket.create_connection(dst, timeout=self.connect_timeout, source_address=source)
         except OSError as exc:
             raise proto.ProtocolError("destination %s unreachable from %s: %s" % (env["dst"]["addr"], self.name, exc))
         with out:
+            out.settimeout(self.idle_timeout)
             out.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             out_reader = proto.Reader(out)
             proto.send_line(out, dict(env, via={"gateway": self.name, "direction": direction}))
@@ -185,11 +250,15 @@ class Gateway:
                 raise proto.ProtocolError("receiver refused: %s" % accepted.get("error", accepted))
             proto.send_line(sock, {"ok": True, "gateway": self.name, "direction": direction})
             moved = 0
-            while moved < length:  # store and forward, one fragment at a time
-                fragment = reader.fragment(self.max_fragment)
-                proto.send_fragment(out, fragment)
-                moved += len(fragment)
-                self.stats.add_fragment(direction, len(fragment))
+            while moved < length:  # relay fragment by fragment, a bounded chunk at a time
+                n = reader.fragment_length(self.max_fragment)
+                if moved + n > length:
+                    raise Refused("a fragment of %d bytes would carry the message past its envelope's %d bytes"
+                                  % (n, length))
+                out.sendall(proto.LENGTH.pack(n))
+                reader.relay(n, out)
+                moved += n
+                self.stats.add_fragment(direction, n)
             result = out_reader.line()
         self.stats.bump("messages", key=direction)
         proto.send_line(sock, dict(result, gateway=self.name, direction=direction))

@@ -10,7 +10,7 @@ import os
 import socket
 import sys
 
-from msa_sim.psgwd import PSCOM_ROUTING_FILE_ENV, ROUTING_FILE_ENV
+from msa_sim.psgwd import PSCOM_ROUTING_FILE_ENV, ROUTING_FILE_ENV, SECRET_FILE_ENV
 from msa_sim.psgwd import protocol as proto
 
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
@@ -28,6 +28,23 @@ def routing_file_path(explicit=None, env=None):
             if base and os.path.exists(os.path.join(base, "psgw-route-%s" % job)):
                 return os.path.join(base, "psgw-route-%s" % job)
     raise proto.ProtocolError("no routing file: pass --routing-file or set %s" % ROUTING_FILE_ENV)
+
+
+def read_secret(explicit=None, routing_file=None, env=None):
+    """The job's gateway secret: --secret-file, else $MSA_GW_SECRET_FILE, else the prolog's file beside the routing
+    file (``<routing file>.secret``)."""
+    env = os.environ if env is None else env
+    path = explicit or env.get(SECRET_FILE_ENV) or (R.secret_file(routing_file) if routing_file else None)
+    if not path:
+        raise proto.ProtocolError("no job secret: pass --secret-file or set %s" % SECRET_FILE_ENV)
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            secret = fh.readline(256).strip()
+    except OSError as exc:
+        raise proto.ProtocolError("cannot read the job secret %s: %s" % (path, exc.strerror or exc)) from None
+    if not secret:
+        raise proto.ProtocolError("the job secret file %s is empty" % path)
+    return secret
 
 
 def find_route(path, node, peer):
@@ -69,19 +86,21 @@ def payload(nbytes, seed):
 
 def cmd_send(args):
     node = args.node or socket.gethostname().split(".")[0]
+    path = None
     if args.gateway:
         gateway = args.gateway
     else:
         path = routing_file_path(args.routing_file)
         gateway, side = find_route(path, node, args.peer)
         gateway = translate(gateway, args.pool_file, args.fabric)
+    secret = read_secret(args.secret_file, args.routing_file or path)
     job = args.job or os.environ.get("SLURM_HET_JOB_ID") or os.environ.get("SLURM_JOB_ID")
     if not job:
         raise proto.ProtocolError("no job id: pass --job or run inside a Slurm job")
     mtu = proto.mtu_from_env(args.mtu)
     data = payload(args.bytes, args.seed)
     env = proto.envelope(job, node, args.peer, args.to, len(data), mtu, proto.digest(data), args.rank, args.peer_rank)
-    result = proto.send_message(gateway, env, data, timeout=args.timeout)
+    result = proto.send_message(gateway, env, data, secret, timeout=args.timeout)
     ok = bool(result.get("match")) and result.get("bytes") == len(data)
     print("sent %d bytes sha256 %s mtu %d via %s (%s): receiver %s" % (
         len(data), env["sha256"], mtu, gateway, result.get("gateway"), "verified" if ok else "MISMATCH %r" % result))
@@ -151,6 +170,8 @@ def main(argv=None):
     s.add_argument("--job", default=None, help="job id (default $SLURM_HET_JOB_ID / $SLURM_JOB_ID)")
     s.add_argument("--routing-file", default=None, help="default $MSA_GW_ROUTING_FILE or $PSP_GW_SERVER")
     s.add_argument("--gateway", default=None, help="skip the routing file and use this HOST:PORT")
+    s.add_argument("--secret-file", default=None,
+                   help="the job's gateway secret (default $%s, else <routing file>.secret)" % SECRET_FILE_ENV)
     s.add_argument("--pool-file", default=os.environ.get("MSA_GW_POOL_FILE"),
                    help="pool.yml/json to find the gateway's address on --fabric")
     s.add_argument("--fabric", default=os.environ.get("MSA_GW_FABRIC"), help="this node's fabric name")

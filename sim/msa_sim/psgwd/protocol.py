@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
-"""Wire protocol of the stand-in psgwd: a JSON envelope line, then length-prefixed fragments, then a result line."""
+"""Wire protocol of the stand-in psgwd: the gateway's challenge, a JSON envelope line with the proof of the job's
+secret, then length-prefixed fragments, then a result line."""
 
 import hashlib
+import hmac
 import json
 import os
+import re
 import socket
 import struct
 
@@ -14,7 +17,10 @@ from msa_sim.psgwd import DEFAULT_MTU, MTU_ENV
 VERSION = 1
 MAX_LINE = 65536
 MAX_FRAGMENT = 64 << 20
-_LEN = struct.Struct("!I")
+CHUNK = 256 << 10  # bytes read from a socket at once: what a relay holds of a fragment, whatever its size
+AUTH_DOMAIN = b"msa-psgwd-auth-v1\0"
+_CHALLENGE = re.compile(r"^[0-9a-f]{32,128}$")
+LENGTH = _LEN = struct.Struct("!I")  # the 4-byte length before each fragment
 
 
 class ProtocolError(Exception):
@@ -40,6 +46,32 @@ def split_endpoint(text):
     return host.strip("[]"), int(port)
 
 
+def canonical(env):
+    """The envelope as the proof covers it: every field but ``auth``, in one fixed JSON form."""
+    return json.dumps({k: v for k, v in env.items() if k != "auth"}, sort_keys=True, separators=(",", ":")).encode()
+
+
+def auth_code(secret, challenge, env):
+    """HMAC-SHA256 under the job's secret of the gateway's challenge and the envelope: proves the secret, shows none."""
+    return hmac.new(secret.encode(), AUTH_DOMAIN + challenge.encode() + b"\0" + canonical(env),
+                    hashlib.sha256).hexdigest()
+
+
+def hello(challenge):
+    """The gateway's first line on every connection."""
+    return {"v": VERSION, "challenge": challenge}
+
+
+def send_authenticated(sock, reader, env, secret):
+    """Answer the gateway's challenge: send ``env`` with the proof that this client holds the job's secret."""
+    challenge = reader.line().get("challenge")
+    if not isinstance(challenge, str) or not _CHALLENGE.match(challenge):
+        raise ProtocolError("the gateway sent no challenge (not a psgwd speaking protocol %d?)" % VERSION)
+    if not secret:
+        raise ProtocolError("no job secret to answer the gateway's challenge with")
+    send_line(sock, dict(env, auth=auth_code(secret, challenge, env)))
+
+
 def send_line(sock, obj):
     sock.sendall(json.dumps(obj, sort_keys=True).encode() + b"\n")
 
@@ -51,8 +83,8 @@ class Reader:
         self.sock = sock
         self.buf = bytearray()
 
-    def _fill(self):
-        chunk = self.sock.recv(1 << 20)
+    def _fill(self, size=CHUNK):
+        chunk = self.sock.recv(size)
         if not chunk:
             raise ProtocolError("connection closed by the peer")
         self.buf += chunk
@@ -81,11 +113,25 @@ class Reader:
         del self.buf[:n]
         return out
 
-    def fragment(self, limit=MAX_FRAGMENT):
+    def fragment_length(self, limit=MAX_FRAGMENT):
         (n,) = _LEN.unpack(self.exact(_LEN.size))
         if not 0 < n <= limit:
             raise ProtocolError("fragment of %d bytes is outside 1-%d" % (n, limit))
-        return self.exact(n)
+        return n
+
+    def fragment(self, limit=MAX_FRAGMENT):
+        return self.exact(self.fragment_length(limit))
+
+    def relay(self, n, out):
+        """Pass the next ``n`` bytes on to socket ``out`` a CHUNK at a time: nothing more is read while ``out``
+        does not take them, so a slow receiver slows the sender down (TCP back-pressure) instead of filling memory."""
+        while n:
+            if not self.buf:
+                self._fill(min(n, CHUNK))
+            piece = bytes(self.buf[:n])
+            del self.buf[:len(piece)]
+            out.sendall(piece)
+            n -= len(piece)
 
 
 def send_fragment(sock, data):
@@ -103,17 +149,19 @@ def envelope(job, src_node, dst_node, dst_addr, length, mtu, sha256, src_rank=0,
             "dst": {"node": dst_node, "rank": int(dst_rank), "addr": dst_addr}}
 
 
-def send_message(gateway, env, data, timeout=30.0, source=None):
-    """Send ``data`` through the psgwd at ``gateway`` (host:port) under envelope ``env``; return the receiver's result.
+def send_message(gateway, env, data, secret, timeout=30.0, source=None):
+    """Send ``data`` through the psgwd at ``gateway`` (host:port) under envelope ``env``, proving the job's
+    ``secret``; return the receiver's result.
 
-    Raise ProtocolError when the gateway refuses the envelope (wrong job, unreachable destination).
+    Raise ProtocolError when the gateway refuses the envelope (wrong job or secret, a destination outside the job's
+    node pairs, unreachable).
     """
     host, port = split_endpoint(gateway)
     mtu = int(env["mtu"])
     with socket.create_connection((host, port), timeout=timeout, source_address=source) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         reader = Reader(sock)
-        send_line(sock, env)
+        send_authenticated(sock, reader, env, secret)
         reply = reader.line()
         if not reply.get("ok"):
             raise ProtocolError("gateway %s refused the message: %s" % (gateway, reply.get("error", reply)))
@@ -125,12 +173,13 @@ def send_message(gateway, env, data, timeout=30.0, source=None):
         return result
 
 
-def query_stats(gateway, timeout=10.0):
-    """Ask a psgwd for its byte counters."""
+def query_stats(gateway, secret, timeout=10.0):
+    """Ask a psgwd for its byte counters (with the job's secret, like any request)."""
     host, port = split_endpoint(gateway)
     with socket.create_connection((host, port), timeout=timeout) as sock:
-        send_line(sock, {"v": VERSION, "op": "stats"})
-        return Reader(sock).line()
+        reader = Reader(sock)
+        send_authenticated(sock, reader, {"v": VERSION, "op": "stats"}, secret)
+        return reader.line()
 
 
 def digest(data):

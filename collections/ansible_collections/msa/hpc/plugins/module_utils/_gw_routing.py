@@ -18,6 +18,7 @@ DEFAULT_PLUGIN_DIRS = ("/etc/msa-gw/routing.d",)
 _STRATEGY_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _CHUNK_ROWS = 1 << 17  # rows formatted per numpy block: bounds memory to a few MB for any file size
 _MAX_REPORTED = 10
+SECRET_SUFFIX = ".secret"
 
 
 class RoutingError(ValueError):
@@ -292,6 +293,12 @@ def find_gateway(path, node, peer):
             if parts[2] == node and parts[1] == peer:
                 return parts[0], "booster"
     return None
+
+
+def secret_file(routing_file):
+    """Where the prolog puts the job's gateway secret (which its psgwd asks of every connection): beside the
+    routing file, readable by the job's user only."""
+    return routing_file + SECRET_SUFFIX
 
 
 # --------------------------------------------------------------------------- strategies

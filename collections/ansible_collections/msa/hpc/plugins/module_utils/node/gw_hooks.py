@@ -5,13 +5,15 @@ The prolog reads the job with ``squeue --json`` (module_utils/slurm/jobs), takes
 granted it (``gw_num`` in the comment may ask fewer, never more), decodes the job's options (module_utils/_jobopts)
 and checks every one before anything is done: the routing strategy is a bare name of a built-in or a root-owned
 plugin, the routing file lies in the user's home or the job's working directory. It then probes the idle gateways'
-agents, allocates gateways from the pool, starts one psgwd per gateway and writes the routing file as the job's user
+agents, allocates gateways from the pool, starts one psgwd per gateway with a secret made for the job (its agent
+hands it to the daemon, which asks every connection to prove it), writes that secret beside the routing file
+(``<routing file>.secret``, mode 0600) and then the routing file, both as the job's user
 (module_utils/node/userfile). Any refusal or failure undoes what was done, writes one line to ``JOB-<id>-psgw.err`` in
 the job's working directory and exits 1: a refusal ends the job (slurm/jobs.run_hook: not requeued, the refusal in
-its AdminComment), a failure has slurmctld requeue a batch job (an interactive one is cancelled). The
-epilog stops the daemons, frees the gateways and removes the routing file when ``gw_cleanup`` was asked; it always
-exits 0. A workflow's delayed part (``--delay`` with ``--dependency=after:<leader>``, comment ``delay_after``) joins
-the routing file of its leader when it starts: the routes of every pair with one of its nodes, through the leader's
+its AdminComment), a failure has slurmctld requeue a batch job (an interactive one is cancelled). The epilog stops
+the daemons, frees the gateways, removes the secret file and, when ``gw_cleanup`` was asked, the routing file; it
+always exits 0. A workflow's delayed part (``--delay`` with ``--dependency=after:<leader>``, comment ``delay_after``)
+joins the routing file of its leader when it starts: the routes of every pair with one of its nodes, through the leader's
 gateways and strategy, are appended to that file as the user (the leader's own lines stay as they are, since its
 job is running on them); its epilog writes the file again without them. ``health`` probes the idle gateways' agents
 and holds the licences of those no job may be given in the licence-only reservation ``msa_gw_down``, so Slurm
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import sys
 import time
 
@@ -211,9 +214,10 @@ def prolog(env, opts, out=sys.stdout):
 
 def setup(job, strategy, pool, alloc, settings, opts, out):
     token = read_token(opts.token_file)
+    secret = secrets.token_urlsafe(32)  # the job's psgwds serve only who holds it: the job's own files
     for gw in alloc["gateways"]:
-        rec = agent_call(gw["agent"], "POST", "/v1/jobs", token, {"job": job.job_id, "port": settings["port"]},
-                         ca_path=opts.ca_file)
+        rec = agent_call(gw["agent"], "POST", "/v1/jobs", token,
+                         {"job": job.job_id, "port": settings["port"], "secret": secret}, ca_path=opts.ca_file)
         try:
             port = int(rec["port"])
         except (TypeError, KeyError, ValueError):
@@ -226,6 +230,10 @@ def setup(job, strategy, pool, alloc, settings, opts, out):
     except R.RoutingError as exc:
         raise PrologError("job %s: %s" % (job.job_id, exc)) from None
     open_paths(job.job_id, table.routes(), alloc, endpoints, settings, token, opts, out)
+    try:
+        U.user_file(job.record, "secret", R.secret_file(job.routing_file), (secret + "\n").encode(), opts.user_helper)
+    except (OSError, U.UserFileError) as exc:
+        raise PrologError("job %s: cannot hand the job its gateway secret: %s" % (job.job_id, exc)) from None
     try:
         U.user_file(job.record, "write", job.routing_file, R.format_routing(table), opts.user_helper)
     except (OSError, U.UserFileError) as exc:
@@ -389,13 +397,15 @@ def teardown(job_id, pool, opts, out, quiet=False):
             out.write("psgw: job %s: %s; marking gateway %s down\n" % (job_id, exc, gw["name"]))
             pool.set_state([gw["name"]], "down", "psgwd of job %s not stopped: %s" % (job_id, exc))
     info = alloc["info"]
-    if info.get("cleanup") and info.get("routing_file") and info.get("uid") is not None:
+    if info.get("routing_file") and info.get("uid") is not None:
         record = {"job_id": str(job_id), "user": info.get("user"), "uid": info.get("uid"), "gid": info.get("gid"),
                   "workdir": info.get("workdir") or os.path.dirname(info["routing_file"]), "home": info.get("home")}
-        try:
-            U.user_file(record, "remove", info["routing_file"], helper=opts.user_helper)
-        except (OSError, U.UserFileError) as exc:
-            out.write("psgw: job %s: cannot remove %s: %s\n" % (job_id, info["routing_file"], exc))
+        # the secret is worthless once the daemons are stopped, but it is the job's: it goes with the job
+        for path in [R.secret_file(info["routing_file"])] + ([info["routing_file"]] if info.get("cleanup") else []):
+            try:
+                U.user_file(record, "remove", path, helper=opts.user_helper)
+            except (OSError, U.UserFileError) as exc:
+                out.write("psgw: job %s: cannot remove %s: %s\n" % (job_id, path, exc))
     pool.release(job_id)
     return report
 
