@@ -12,10 +12,12 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+import io
 import ssl
 
 import pytest
 
+from ansible_collections.msa.hpc.plugins.module_utils.node import bmc_reboot
 from msa_sim.bmc import testing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -112,3 +114,12 @@ def test_the_account_is_made_then_left_alone_then_set_right_again(world):
     assert call(world["urls"]["n2"] + reset, "POST", {"ResetType": "On"}, node, world["ca"])[0] == 401
     assert call(world["urls"]["n1"] + "/redfish/v1/Systems/1", "PATCH",
                 {"Boot": {"BootSourceOverrideTarget": "Pxe"}}, node, world["ca"])[0] == 403
+    # the RebootProgram with the settings the role writes (templates/bmc.json.j2: basic auth) restarts the node
+    config = os.path.join(world["tmp"], "bmc.json")
+    with open(config, "w", encoding="utf-8") as handle:
+        json.dump({"endpoint": world["urls"]["n1"], "username": "msa-reboot", "auth": "basic", "reset": "power_cycle",
+                   "password_file": os.path.join(world["tmp"], "secrets", "bmc_node_n1"), "ca_path": world["ca"]},
+                  handle)
+    err = io.StringIO()
+    assert bmc_reboot.main([config], err=err) == 0, err.getvalue()
+    assert "sent PowerCycle" in err.getvalue() and password not in err.getvalue()
