@@ -17,6 +17,7 @@ import pytest
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_pool as P
 from ansible_collections.msa.hpc.plugins.module_utils import _gw_routing as R
 from ansible_collections.msa.hpc.plugins.module_utils.node import userfile as U
+from ansible_collections.msa.hpc.plugins.module_utils._rest import RestClient, RestError
 from msa_sim.psgwd import pingpong, protocol as proto
 from msa_sim.psgwd import forward as fwd
 from msa_sim.psgwd import slurm
@@ -38,7 +39,9 @@ def squeue_text(workdir, licenses="gateway:2", comment="gw_plugin=booster,gw_cle
 
 
 @pytest.fixture
-def site(tmp_path, monkeypatch):
+def site(tmp_path, monkeypatch, request):
+    """Two agents; ``request.param == "per-gateway"`` gives each its own token (the controller holds both)."""
+    per_gateway = getattr(request, "param", None) == "per-gateway"
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "sim"), str(ROOT / "collections")]))
     servers, agents = [], []
     for name in ("gw01", "gw02"):
@@ -47,7 +50,7 @@ def site(tmp_path, monkeypatch):
                       str(tmp_path / name / "run"),
                       interfaces=interfaces_up("127.0.0.2", "127.0.0.3"),
                       forwarder=fwd.Forwarder("10.43.0.0/24", "10.44.0.0/24", ("ib", "extoll"), run=FakeNft()))
-        server = AgentServer(("127.0.0.1", 0), agent, "tok")
+        server = AgentServer(("127.0.0.1", 0), agent, "tok-" + name if per_gateway else "tok")
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
         servers.append(server)
         agents.append(agent)
@@ -55,7 +58,7 @@ def site(tmp_path, monkeypatch):
     pool_file.write_text(json.dumps({"route_fabric": "ib", "cluster_partitions": ["cm"], "gateways": [
         {"name": a.name, "addresses": {"ib": "127.0.0.2", "extoll": "127.0.0.3"},
          "agent": "http://127.0.0.1:%d" % s.server_address[1]} for a, s in zip(agents, servers)]}))
-    (tmp_path / "token").write_text("tok\n")
+    (tmp_path / "token").write_text(json.dumps({a.name: "tok-" + a.name for a in agents}) if per_gateway else "tok\n")
     workdir = tmp_path / "work"
     workdir.mkdir()
     squeue = tmp_path / "squeue"
@@ -66,7 +69,8 @@ def site(tmp_path, monkeypatch):
     argv = ["--pool-file", str(pool_file), "--db", str(tmp_path / "pool.db"), "--token-file",
             str(tmp_path / "token"), "--squeue", str(squeue), "--report-dir", str(tmp_path / "reports")]
     yield types.SimpleNamespace(argv=argv, workdir=workdir, record=record, tmp=tmp_path, agents=agents,
-                                db=str(tmp_path / "pool.db"), pool_file=pool_file)
+                                db=str(tmp_path / "pool.db"), pool_file=pool_file,
+                                urls=["http://127.0.0.1:%d" % s.server_address[1] for s in servers])
     for agent in agents:
         for rec in agent.store.all():
             agent.stop(rec["job"])
@@ -450,3 +454,28 @@ def test_a_delayed_part_adds_its_pairs_to_the_leaders_gateways_and_takes_them_aw
     assert all((c, b) in forwarded(site)[gw] for gw, c, b in table.routes())
     assert run(site, "epilog", job="300")[0] == 0
     assert set().union(*forwarded(site).values()) == before
+
+
+@pytest.mark.parametrize("site", ["per-gateway"], indirect=True)
+def test_the_controller_gives_each_agent_its_own_token_and_one_gateways_token_is_refused_by_the_other(site):
+    code, out = run(site, "prolog")
+    assert code == 0, out
+    assert [len(a.list()) for a in site.agents] == [1, 1]
+    # what root on gw01 holds (its own token) against gw02's agent: refused, and gw02's job left running
+    client = RestClient(site.urls[1], token="tok-gw01", token_header="Authorization", retries=0)
+    for method, path in (("DELETE", "/v1/jobs/200"), ("GET", "/v1/jobs"), ("POST", "/v1/jobs")):
+        with pytest.raises(RestError) as refused:
+            client.request(method, path, body={"job": "201", "port": 0} if method == "POST" else None)
+        assert refused.value.status == 401, (method, path)
+    assert [len(a.list()) for a in site.agents] == [1, 1]
+    code, out = run(site, "epilog")
+    assert code == 0, out
+    assert [a.list() for a in site.agents] == [[], []]
+
+
+@pytest.mark.parametrize("site", ["per-gateway"], indirect=True)
+def test_a_token_file_without_a_gateways_token_fails_the_prolog_naming_it(site):
+    (site.tmp / "token").write_text(json.dumps({"gw01": "tok-gw01"}))
+    code, out = run(site, "prolog")
+    assert code != 0 and "no token for gateway gw02" in out, out
+    assert [a.list() for a in site.agents][1] == []

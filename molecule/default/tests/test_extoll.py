@@ -49,8 +49,10 @@ def test_emp_slave_runs_with_the_nodes_guid_and_a_private_token(extoll_host):
     conf = dict(line.split(" = ", 1) for line in extoll_host.host.file("/etc/extoll/slave.conf").content_string.splitlines()
                 if " = " in line and not line.startswith("#"))
     assert conf["guid"] == extoll_host.vars["msa_extoll_guid"]
-    token = extoll_host.host.file("/etc/extoll/emp.token")
+    token = extoll_host.host.file("/etc/extoll/slave.token")  # the node's own, not the master's (issue 34)
     assert token.mode == 0o600 and token.user == "root"
+    assert conf["token_file"] == "/etc/extoll/slave.token"
+    assert not extoll_host.host.file("/etc/extoll/emp.token").exists
 
 
 def test_every_link_of_the_topology_is_an_up_veth_port(extoll_host, topology):

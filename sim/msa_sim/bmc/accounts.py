@@ -208,7 +208,8 @@ class AccountsMixin:
                 continue
             ops = mappings.setdefault(R.schema_of(body).split(".")[0], {})
             for method, (_, privilege) in methods.items():
-                ops[method] = [{"Privilege": [privilege]}] if privilege else [{"Privilege": ["NoAuth"]}]
+                alternatives = privilege if isinstance(privilege, tuple) else (privilege or "NoAuth",)
+                ops[method] = [{"Privilege": [p]} for p in alternatives]
             ops["HEAD"] = ops["GET"]
         return Response(200, {"@odata.type": "#PrivilegeRegistry.v1_1_4.PrivilegeRegistry",
                               "@odata.id": PRIVILEGE_MAP, "Id": "PrivilegeMap", "Name": "Privilege Map",

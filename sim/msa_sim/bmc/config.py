@@ -20,7 +20,7 @@ DEFAULT_PATH = "/etc/msa-bmc/bmcs.yaml"
 RESET_TYPES = ("On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "PowerCycle", "Nmi",
                "PushPowerButton", "FullPowerCycle")
 BOOT_TARGETS = ("None", "Pxe", "Hdd", "Cd", "Usb", "BiosSetup", "UefiShell", "UefiHttp")
-ROLES = ("Administrator", "Operator", "ReadOnly")
+ROLES = ("Administrator", "Operator", "ReadOnly", "SystemResetOperator")
 BACKENDS = ("podman", "file")
 
 SERVICE_DEFAULTS = {

@@ -17,11 +17,15 @@ BASE = "Base.1.16."
 SCHEMAS = "http://redfish.dmtf.org/schemas/v1/"
 
 # DSP0266 privileges and the predefined roles (Redfish privilege registry, "Roles" section).
-PRIVILEGES = ("Login", "ConfigureManager", "ConfigureUsers", "ConfigureComponents", "ConfigureSelf")
+# OperateSystems (Privileges 2022.2: "able to perform resets") is what the service's own SystemResetOperator role
+# holds beside Login: the account a node's RebootProgram uses may reset that system, and change nothing else (not
+# even its own password: no ConfigureSelf), so root on a node cannot turn its BMC credential into more.
+PRIVILEGES = ("Login", "ConfigureManager", "ConfigureUsers", "ConfigureComponents", "ConfigureSelf", "OperateSystems")
 ROLE_PRIVILEGES = {
     "Administrator": ["Login", "ConfigureManager", "ConfigureUsers", "ConfigureComponents", "ConfigureSelf"],
     "Operator": ["Login", "ConfigureComponents", "ConfigureSelf"],
     "ReadOnly": ["Login", "ConfigureSelf"],
+    "SystemResetOperator": ["Login", "OperateSystems"],
 }
 
 

@@ -276,7 +276,9 @@ class Bmc(SystemsMixin, AccountsMixin, UpdateMixin, EventsMixin, MetadataMixin):
         raise self._unauthorized()
 
     def require(self, who, privilege):
-        if who is None or privilege not in who.privileges:
+        """``privilege`` is one name or a tuple of alternatives (the privilege map's OR of privilege sets)."""
+        wanted = privilege if isinstance(privilege, tuple) else (privilege,)
+        if who is None or not set(wanted) & set(who.privileges):
             raise R.forbidden()
         if privilege != "ConfigureSelf" and self._must_change_password(who):
             raise Fail(403, "PasswordChangeRequired", "The password provided for this account must be changed "

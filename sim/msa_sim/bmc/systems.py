@@ -41,7 +41,8 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
         return [
             (root + r"/Systems", {"GET": (self.get_systems, "Login")}),
             (s, {"GET": (self.get_system, "Login"), "PATCH": (self.patch_system, "ConfigureComponents")}),
-            (s + r"/Actions/ComputerSystem\.Reset", {"POST": (self.post_reset, "ConfigureComponents")}),
+            (s + r"/Actions/ComputerSystem\.Reset", {
+                "POST": (self.post_reset, ("ConfigureComponents", "OperateSystems"))}),
             (s + r"/ResetActionInfo", {"GET": (self.get_reset_info, "Login")}),
             (s + r"/EthernetInterfaces", {"GET": (self.get_nics, "Login")}),
             (s + r"/EthernetInterfaces/(?P<nic>[^/]+)", {"GET": (self.get_nic, "Login")}),

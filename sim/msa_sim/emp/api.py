@@ -3,12 +3,12 @@
 bearer-token auth on every endpoint but ``GET /health``."""
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import re
 
 from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, dispatching
+from .auth import identify
 from .engine import EmpError
 
 log = logging.getLogger("emp.api")
@@ -20,10 +20,11 @@ SEED_ENDPOINTS = {("GET", "emp/getTD"), ("POST", "emp/run"), ("GET", "emp/status
 SEED_NODE_UNITS = (None, "link", "xbar", "pcie", "velo", "rma")
 
 
-def make_server(master, address, port, token=None, seed_only=False, tls=None):
+def make_server(master, address, port, token=None, seed_only=False, tls=None, slaves=None):
     """A ThreadingHTTPServer serving ``master`` (an engine.Master); ``port`` 0 picks a free port. ``seed_only``
     answers only the seed's endpoint list (404 for the extras), as a master that has nothing more would. ``tls``
-    (cert, key) makes the socket TLS only."""
+    (cert, key) makes the socket TLS only. ``slaves`` maps the SHA-256 of each slave's token to its (GUID, node id)
+    (msa_sim.emp.auth): those tokens may only report for their own node."""
 
     class Handler(dispatching("GET", "POST", "PUT")):
         server_version = "emp-master/1"
@@ -59,11 +60,8 @@ def make_server(master, address, port, token=None, seed_only=False, tls=None):
                 raise EmpError("request body must be a JSON object")
             return data
 
-        def _authorised(self):
-            if not token:
-                return True
-            given = self.headers.get("Authorization", "")
-            return given.startswith("Bearer ") and hmac.compare_digest(given[7:].strip(), token)
+        def _principal(self):
+            return identify(self.headers.get("Authorization", ""), token, slaves or {})
 
         def _dispatch(self, method):
             path = self.path.split("?", 1)[0].strip("/")
@@ -71,10 +69,14 @@ def make_server(master, address, port, token=None, seed_only=False, tls=None):
                 path = path[4:]
             if method == "GET" and path == "health":
                 return self._send(200, {"ok": True})
-            if not self._authorised():
+            who = self._principal()
+            if who is None:
                 return self._send(401, {"error": {"message": "missing or wrong bearer token"}})
             try:
-                result = route(method, path, self._body() if method in ("POST", "PUT") else {})
+                who.check_endpoint(method, path)  # a slave's token: refused before its body is read
+                body = self._body() if method in ("POST", "PUT") else {}
+                who.authorise(method, path, body)
+                result = route(method, path, body)
             except EmpError as exc:
                 return self._send(exc.status, {"error": {"message": str(exc)}})
             except Exception as exc:  # a bug must answer 500 and be logged, not drop the client's connection

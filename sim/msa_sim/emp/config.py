@@ -9,6 +9,7 @@ MASTER_DEFAULTS = {
     "auto_configuration": "off",
     "state_dir": "/var/lib/emp",
     "token_file": "",
+    "slave_tokens_file": "",        # lines '<guid> <node id|-> <sha256 of the token>': each slave's own token
     "tls_cert": "",                 # PEM certificate and key of the API: both set, the API speaks TLS only
     "tls_key": "",
     "extoll_cidr": "10.44.0.0/24",

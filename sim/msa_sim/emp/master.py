@@ -10,6 +10,7 @@ import threading
 
 from . import config
 from .api import make_server
+from .auth import load_slave_tokens
 from .engine import Master
 from .monitor import Monitor
 from .store import Store
@@ -27,7 +28,8 @@ def build(conf, insecure=False):
                          "(tests only)" % " and ".join(missing))
     tls = (conf["tls_cert"], conf["tls_key"]) if conf["tls_cert"] else None
     master = Master(conf, Store(os.path.join(conf["state_dir"], "master.sqlite")))
-    server = make_server(master, conf["listen_address"], conf["listen_port"], token, tls=tls)
+    server = make_server(master, conf["listen_address"], conf["listen_port"], token, tls=tls,
+                         slaves=load_slave_tokens(conf["slave_tokens_file"]))
     return master, server
 
 

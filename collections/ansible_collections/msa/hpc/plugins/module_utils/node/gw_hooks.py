@@ -107,7 +107,7 @@ def agent_probe(token=None, timeout=HEALTH_TIMEOUT, ca_path=None):
     """A probe for ``GatewayPool.refresh_health``: None when the gateway's agent answers healthy, else why not."""
     def probe(gw):
         try:
-            rec = agent_call(gw["agent"], "GET", "/v1/health", token, timeout=timeout, ca_path=ca_path)
+            rec = agent_call(gw["agent"], "GET", "/v1/health", token_for(token, gw), timeout=timeout, ca_path=ca_path)
         except PrologError as exc:
             return str(exc)
         if not isinstance(rec, dict) or not rec.get("ok"):
@@ -117,13 +117,33 @@ def agent_probe(token=None, timeout=HEALTH_TIMEOUT, ca_path=None):
 
 
 def read_token(path):
+    """The agents' tokens: each gateway's own (a JSON object ``{gateway: token}``, as msa.hpc.gateway writes it, so
+    no gateway holds a token another agent accepts) or one token for all (a single line)."""
     if not path:
         return None
     try:
         with open(path, "r", encoding="utf-8") as fh:
-            return fh.read().strip() or None
+            text = fh.read().strip()
     except OSError as exc:
         raise PrologError("cannot read agent token %s: %s" % (path, exc)) from None
+    if not text.startswith("{"):
+        return text or None
+    try:
+        tokens = json.loads(text)
+    except ValueError:
+        tokens = None
+    if not isinstance(tokens, dict) or not all(isinstance(v, str) and v for v in tokens.values()):
+        raise PrologError("agent token file %s is not a JSON object of gateway name: token" % path)
+    return tokens
+
+
+def token_for(tokens, gw):
+    """The token of gateway ``gw``'s agent from what read_token returned."""
+    if not isinstance(tokens, dict):
+        return tokens
+    if gw["name"] not in tokens:
+        raise PrologError("the agent token file names no token for gateway %s" % gw["name"])
+    return tokens[gw["name"]]
 
 
 # --------------------------------------------------------------------------- Slurm's view of the live gateways
@@ -216,7 +236,7 @@ def setup(job, strategy, pool, alloc, settings, opts, out):
     token = read_token(opts.token_file)
     secret = secrets.token_urlsafe(32)  # the job's psgwds serve only who holds it: the job's own files
     for gw in alloc["gateways"]:
-        rec = agent_call(gw["agent"], "POST", "/v1/jobs", token,
+        rec = agent_call(gw["agent"], "POST", "/v1/jobs", token_for(token, gw),
                          {"job": job.job_id, "port": settings["port"], "secret": secret}, ca_path=opts.ca_file)
         try:
             port = int(rec["port"])
@@ -252,7 +272,7 @@ def open_paths(job_id, routes, alloc, endpoints, settings, token, opts, out):
     except N.PathError as exc:
         raise PrologError("job %s: %s" % (job_id, exc)) from None
     for gw in alloc["gateways"]:
-        agent_call(gw["agent"], "POST", "/v1/jobs", token,
+        agent_call(gw["agent"], "POST", "/v1/jobs", token_for(token, gw),
                    {"job": str(job_id), "port": gw["port"] or settings["port"], "pairs": pairs[gw["name"]]},
                    ca_path=opts.ca_file)
     out.write("psgw: job %s: forwarding %s\n" % (job_id, ", ".join(
@@ -386,12 +406,12 @@ def teardown(job_id, pool, opts, out, quiet=False):
     for gw in alloc["gateways"]:
         if gw["port"] is None and quiet:
             try:  # the prolog may have died between the agent's start and recording the port
-                agent_call(gw["agent"], "DELETE", "/v1/jobs/%s" % job_id, token, ca_path=opts.ca_file)
+                agent_call(gw["agent"], "DELETE", "/v1/jobs/%s" % job_id, token_for(token, gw), ca_path=opts.ca_file)
             except PrologError:
                 pass
             continue
         try:
-            res = agent_call(gw["agent"], "DELETE", "/v1/jobs/%s" % job_id, token, ca_path=opts.ca_file)
+            res = agent_call(gw["agent"], "DELETE", "/v1/jobs/%s" % job_id, token_for(token, gw), ca_path=opts.ca_file)
             report["gateways"][gw["name"]] = (res or {}).get("stats")
         except PrologError as exc:
             out.write("psgw: job %s: %s; marking gateway %s down\n" % (job_id, exc, gw["name"]))
