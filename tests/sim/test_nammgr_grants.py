@@ -12,9 +12,16 @@ import time
 import urllib.error
 import urllib.request
 
+import io
+import sys
+
 import pytest
 
 from msa_sim.nammgr import api, testing
+from msa_sim.rma.testing import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "sim", "nam_client"))
+import msa_nam  # noqa: E402
 from msa_sim.nammgr.store import SCHEMA_VERSION, Store, StoreError
 
 UNIT = 4096
@@ -279,7 +286,8 @@ def munge_bin(tmp_path, monkeypatch):
         (bin_dir / "unmunge").write_text("#!/bin/sh\ncat >/dev/null\nprintf 'STATUS: Success (0)\\nUID: x (%d)\\n"
                                          "\\n%s\\n'\n" % (uid, payload))
         (bin_dir / "squeue").write_text("#!/bin/sh\necho '5001|alice|RUNNING|nam:1'\n")
-        for name in ("unmunge", "squeue"):
+        (bin_dir / "munge").write_text("#!/bin/sh\n[ \"$3\" = '%s' ] && echo MUNGE:x:\n" % payload)
+        for name in ("unmunge", "squeue", "munge"):
             (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
     return answer
@@ -343,3 +351,28 @@ def test_the_orphan_sweep_over_http_is_the_administrators(served):
     status, body = call(url, "POST", "/nam/admin/orphans", {"live_jobs": [], "min_age": 0})
     assert status == 200 and body["revoked"] == ["61"] and len(body["freed"]) == 1
     assert call(url, "GET", "/nam/allocations", token=tok)[0] == 401
+
+
+def test_the_owner_lists_and_frees_with_the_client_library_outside_a_job(served, munge_bin):
+    grant(served.url, "71", uid=5001)
+    nv = call(served.url, "POST", "/nam/allocations", {"size": "8M", "owner": "alice", "volatile": False})[1]
+    munge_bin("owner=alice")
+
+    def run(*argv):
+        out, err = io.StringIO(), io.StringIO()
+        code = msa_nam.main(list(argv), out=out, err=err, owner="alice", url=served.url, env={}, conf="/nonexistent")
+        return code, out.getvalue(), err.getvalue()
+    code, out, _ = run("list", "--json")
+    assert code == 0 and [a["id"] for a in json.loads(out)] == [nv["id"]]
+    assert run("free", str(nv["id"]))[:2] == (0, "freed %d (8388608 bytes)\n" % nv["id"])
+    code, _, err = run("free", str(nv["id"]))
+    assert code == 1 and "NAM allocation %d does not exist" % nv["id"] in err
+
+
+def test_the_site_sets_the_non_volatile_quota_and_expiry_in_manager_conf():
+    from msa_sim.nammgr import config
+    cfg = config.parse("[manager]\nnonvolatile_quota = 64G\nnonvolatile_quota_count = 8\nnonvolatile_expiry_days = 30\n")
+    assert (cfg.nonvolatile_quota, cfg.nonvolatile_quota_count, cfg.nonvolatile_expiry_days) == (64 << 30, 8, 30)
+    assert config.parse("").nonvolatile_quota == 0                  # no limit unless the site sets one
+    with pytest.raises(config.ConfigError, match=r"nonvolatile_quota_count = '-1' is outside 0"):
+        config.parse("[manager]\nnonvolatile_quota_count = -1\n")
