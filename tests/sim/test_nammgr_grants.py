@@ -4,13 +4,10 @@ granted it; non-volatile allocations have an owner quota and an expiry, and thei
 sweep revokes, frees and expires what ended jobs left. Store units, then the API over HTTP on 127.0.0.1."""
 from __future__ import annotations
 
-import base64
 import json
 import os
 import sqlite3
 import time
-import urllib.error
-import urllib.request
 
 import io
 import sys
@@ -19,6 +16,7 @@ import pytest
 
 from msa_sim.nammgr import api, testing
 from msa_sim.rma.testing import ROOT
+from tests.sim.test_nammgr_api import CONF as API_CONF, USERS, call as api_call
 
 sys.path.insert(0, os.path.join(ROOT, "sim", "nam_client"))
 import msa_nam  # noqa: E402
@@ -165,23 +163,13 @@ def test_a_version_1_state_is_upgraded_with_its_aat_entries_kept(tmp_path):
 
 # ---------------------------------------------------------------------------------------------------- over HTTP
 
-USERS = {"alice": ("user", "alice-pw"), "slurm": ("admin", "slurm-pw")}
-CONF = """
-[manager]
-state_dir = {state}
-users_file = {users}
-aat_size = 16
+# test_nammgr_api's manager with room for the grants' AAT entries, no administrator reserve, and the site's limits
+CONF = API_CONF.replace("aat_size = 2", "aat_size = 16").replace("admin_reserve_percent = 25", """\
 admin_reserve_percent = 0
 job_token_ttl = 7200
 nonvolatile_quota = 64M
-nonvolatile_quota_count = 2
-[nam:nam01]
-node_id = 129
-capacity = 1G
-nonvolatile_capacity = 1G
-[gce:gce01]
-node_id = 130
-"""
+nonvolatile_quota_count = 2""")
+assert "aat_size = 16" in CONF and "admin_reserve_percent = 0" in CONF, CONF
 
 
 @pytest.fixture
@@ -192,18 +180,10 @@ def served(tmp_path):
 
 
 def call(base, method, path, body=None, user="slurm", token=None):
-    hdrs = {}
+    """test_nammgr_api's call, as ``user`` (basic auth) or with a bearer ``token``."""
     if token:
-        hdrs["Authorization"] = "Bearer " + token
-    elif user:
-        hdrs["Authorization"] = "Basic " + base64.b64encode(("%s:%s" % (user, USERS[user][1])).encode()).decode()
-    req = urllib.request.Request(base + path, method=method, headers=hdrs,
-                                 data=json.dumps(body).encode() if body is not None else None)
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+        return api_call(base, method, path, body, user=None, headers={"Authorization": "Bearer " + token})
+    return api_call(base, method, path, body, user=user)
 
 
 def grant(url, job, **limits):
