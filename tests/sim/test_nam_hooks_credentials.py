@@ -13,6 +13,7 @@ import time
 import pytest
 
 from msa_sim.nammgr import testing
+from msa_sim.nammgr.api import Handler
 from ansible_collections.msa.hpc.plugins.module_utils.node import nam_hooks as H
 from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
 from tests.helpers import squeue_json
@@ -121,3 +122,18 @@ def test_a_sweep_that_cannot_list_the_jobs_frees_nothing(served, tmp_path):
     code, said = hook(tmp_path, "sweep", 0, str(tmp_path / "broken"), "--min-age", "0")
     assert code == 1 and "cannot list the jobs" in said
     assert len(call(served.url, "GET", "/nam/allocations")[1]["allocations"]) == 1
+
+
+def test_the_epilog_frees_even_when_the_manager_cannot_revoke(served, squeue, tmp_path):
+    """A manager without the revocation (an older one) still gets the job's allocations freed."""
+    cmd = squeue({"job_id": 96, "comment": "msa:nam_bytes=%d" % (1 << 20), "licenses": "nam:1", "time_limit": 5})
+    assert hook(tmp_path, "prolog", 96, cmd)[0] == 0
+    route = next(r for r in Handler.routes if r[1].pattern == "^/auth/job-token/([^/]+)$")
+    Handler.routes.remove(route)
+    try:
+        code, said = hook(tmp_path, "epilog", 96, cmd)
+    finally:
+        Handler.routes.insert(0, route)
+    assert code == 0 and "job 96: token not revoked: " in said and "the sweep revokes it sooner" in said, said
+    assert "freed allocations [" in said
+    assert call(served.url, "GET", "/nam/jobs/96")[1]["allocations"] == []

@@ -220,10 +220,7 @@ def epilog(env, opts, out, client_factory=make_client):
     job_id = S.check_job_id(env.get("SLURM_HET_JOB_ID") or env.get("SLURM_JOB_ID"), "SLURM_JOB_ID")
     try:
         nam_service, gce_service = services(client_factory(opts.conf))
-        # first of all: the job's code can do nothing more with its token
-        revoked = nam_service.revoke_job_token(job_id)
-        if revoked.get("revoked"):
-            out.write("nam epilog: job %s: token revoked, %d AAT entries removed\n" % (job_id, revoked["detached"]))
+        revoke(nam_service, job_id, out)
         nam = nam_service.free_job(job_id, keep_nonvolatile=True)
         gce = gce_service.free_job(job_id)
     except SERVICE_ERRORS as exc:
@@ -237,6 +234,18 @@ def epilog(env, opts, out, client_factory=make_client):
                      nam.get("kept", []), gce.get("released")))
     remove_token(env, job_id, opts, out)
     return 0
+
+
+def revoke(nam_service, job_id, out):
+    """First of all: the job's code can do nothing more with its token (a failure is logged; the frees still run)."""
+    try:
+        revoked = nam_service.revoke_job_token(job_id)
+    except SERVICE_ERRORS as exc:
+        out.write("nam epilog: job %s: token not revoked: %s (it expires with the job's time limit; the sweep revokes "
+                  "it sooner)\n" % (job_id, exc))
+        return
+    if revoked.get("revoked"):
+        out.write("nam epilog: job %s: token revoked, %d AAT entries removed\n" % (job_id, revoked["detached"]))
 
 
 def remove_token(env, job_id, opts, out):
