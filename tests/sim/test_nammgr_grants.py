@@ -356,3 +356,14 @@ def test_the_site_sets_the_non_volatile_quota_and_expiry_in_manager_conf():
     assert config.parse("").nonvolatile_quota == 0                  # no limit unless the site sets one
     with pytest.raises(config.ConfigError, match=r"nonvolatile_quota_count = '-1' is outside 0"):
         config.parse("[manager]\nnonvolatile_quota_count = -1\n")
+
+
+def test_a_board_capability_lives_no_longer_than_the_token_it_was_asked_with():
+    from msa_sim.nammgr.auth import Principal
+    from msa_sim.nammgr.datapath import DataPath
+    data = DataPath(b"k" * 32, {"nam01": "https://127.0.0.1:1"}, ttl=86400)
+    alloc = {"id": 1, "device": "nam01", "created": 1.0, "address": 0, "size": 4096, "volatile": True,
+             "owner": "alice", "name": None}
+    job = Principal("alice", "user", job="7", expires=int(time.time()) + 120)
+    assert 100 <= data.nam_access(alloc, job)["expires_in"] <= 120
+    assert data.nam_access(alloc, Principal("slurm", "admin"))["expires_in"] == 86400
