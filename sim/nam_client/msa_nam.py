@@ -14,15 +14,24 @@ job of that uid that holds NAM or GCE. The manager's URL and CA from ``/etc/nam-
 NAM_MANAGER_URL / NAM_MANAGER_CA_PATH / MSA_NAM_TOKEN(_FILE). The manager answers an attach with a capability for
 the allocation's board; the data then moves between the job and the NAM board directly, over TLS, never through
 the manager. Every offset and length is checked here and again on the board.
+
+Outside a job, a user lists and frees their own non-volatile allocations (those no job holds) as themselves, proved
+to the manager with munge (``munge -n -s owner=<name>``, the way Slurm's own commands prove a user):
+
+    python3 -m msa_nam list [--json]
+    python3 -m msa_nam free ID [ID ...]
 """
 from __future__ import annotations
 
+import argparse
 import http.client
 import json
 import os
+import pwd
 import socket
 import ssl
 import subprocess
+import sys
 import urllib.parse
 
 DEFAULT_CONF = "/etc/nam-manager/job.conf"
@@ -81,22 +90,32 @@ def find_token(env, conn=None):
                    "--global-collective-engine" % (", ".join(candidates) or "MSA_NAM_TOKEN"))
 
 
-def munge_token(conn, jid):
-    """The job's token from the manager, for a munge credential of the calling user naming job ``jid``."""
+def _munged_token(conn, payload, path, what, why):
+    """A token from the manager's ``path`` for a munge credential of the calling user with ``payload``."""
     try:
-        proc = subprocess.run(["munge", "-n", "-s", "job=%s" % jid], capture_output=True, timeout=10, check=False)
+        proc = subprocess.run(["munge", "-n", "-s", payload], capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
-        raise NamError("no NAM/GCE token file for job %s, and munge cannot run: %s" % (jid, exc)) from None
+        raise NamError("%s, and munge cannot run: %s" % (why, exc)) from None
     if proc.returncode != 0:
-        raise NamError("no NAM/GCE token file for job %s, and munge failed: %s"
-                       % (jid, proc.stderr.decode(errors="replace").strip()))
-    status, raw = conn.call("POST", "/auth/munge-job-token",
-                            json.dumps({"credential": proc.stdout.decode().strip()}).encode(),
+        raise NamError("%s, and munge failed: %s" % (why, proc.stderr.decode(errors="replace").strip()))
+    status, raw = conn.call("POST", path, json.dumps({"credential": proc.stdout.decode().strip()}).encode(),
                             {"Content-Type": "application/json"})
     if status != 201:
-        raise error_of(status, raw, "job %s's NAM/GCE token (the job needs --network-attached-memory or "
-                                    "--global-collective-engine)" % jid)
+        raise error_of(status, raw, what)
     return json.loads(raw)["token"]
+
+
+def munge_token(conn, jid):
+    """The job's token from the manager, for a munge credential of the calling user naming job ``jid``."""
+    return _munged_token(conn, "job=%s" % jid, "/auth/munge-job-token",
+                         "job %s's NAM/GCE token (the job needs --network-attached-memory or "
+                         "--global-collective-engine)" % jid, "no NAM/GCE token file for job %s" % jid)
+
+
+def owner_token(conn, owner):
+    """An owner's token (list and free its non-volatile allocations), for a munge credential of the calling user."""
+    return _munged_token(conn, "owner=%s" % owner, "/auth/munge-owner-token", "%s's owner token" % owner,
+                         "%s's NAM allocations need a munge credential" % owner)
 
 
 def _context(ca_path):
@@ -152,7 +171,7 @@ def error_of(status, raw, what):
 class Manager:
     """The NAM/GCE manager as a job sees it: JSON calls with the job's token."""
 
-    def __init__(self, url=None, token=None, ca_path=None, conf=None, env=None, timeout=60.0):
+    def __init__(self, url=None, token=None, ca_path=None, conf=None, env=None, timeout=60.0, owner=None):
         env = os.environ if env is None else env
         conf = read_conf(conf or env.get("NAM_MANAGER_JOB_CONF") or DEFAULT_CONF)
         url = url or env.get("NAM_MANAGER_URL") or conf.get("url")
@@ -162,7 +181,8 @@ class Manager:
         self.env = env
         self.timeout = timeout
         self.conn = Connection(url, self.ca_path, timeout)
-        self.token = token or find_token(env, self.conn)
+        # owner: the calling user outside a job (its own allocations only), else the job's token
+        self.token = token or (owner_token(self.conn, owner) if owner else find_token(env, self.conn))
 
     def call(self, method, path, body=None, ok=(200, 201)):
         data = json.dumps(body).encode() if body is not None else None
@@ -267,3 +287,45 @@ def attach(name=None, allocation=None, manager=None, **kw):
     mgr.call("POST", "/nam/allocations/%d/attach" % record["id"], process)
     access = mgr.call("POST", "/nam/allocations/%d/access" % record["id"])
     return Allocation(mgr, record, access, process)
+
+
+def owned(manager):
+    """The allocations of the manager's user (an owner's token: its own; ``expires`` when the site set an expiry)."""
+    return manager.call("GET", "/nam/allocations")["allocations"]
+
+
+def free(manager, allocation):
+    """Free a non-volatile allocation of the owner that no job holds; the record freed."""
+    return manager.call("DELETE", "/nam/allocations/%d" % _check_int(allocation, "allocation"))["freed"]
+
+
+def main(argv=None, out=sys.stdout, err=sys.stderr, **kw):
+    """``list`` and ``free`` for the calling user (the owner), outside a job."""
+    ap = argparse.ArgumentParser(prog="python3 -m msa_nam", description="Your own NAM allocations: list them, free "
+                                 "the non-volatile ones no job holds (proved to the manager with munge).")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="your allocations").add_argument("--json", action="store_true")
+    sub.add_parser("free", help="free non-volatile allocations by id").add_argument("ids", nargs="+", type=int)
+    args = ap.parse_args(argv)
+    try:
+        mgr = Manager(owner=kw.pop("owner", None) or pwd.getpwuid(os.getuid()).pw_name, **kw)
+        if args.cmd == "list":
+            allocs = owned(mgr)
+            if args.json:
+                print(json.dumps(allocs, indent=2, sort_keys=True), file=out)
+            for a in [] if args.json else allocs:
+                print("%-6s %-24s %-11s %12d bytes  job %-8s expires %s" % (
+                    a["id"], a.get("name") or "-", "volatile" if a["volatile"] else "nonvolatile", a["size"],
+                    a.get("job") or "-", a.get("expires") and int(a["expires"]) or "never"), file=out)
+        else:
+            for alloc_id in args.ids:
+                rec = free(mgr, alloc_id)
+                print("freed %s (%d bytes)" % (rec["id"], rec["size"]), file=out)
+    except NamError as exc:
+        print("msa_nam: %s" % exc, file=err)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -65,7 +65,7 @@ def test_callers_without_valid_credentials_get_401_but_health_is_open(manager):
     assert status == 401 and body["error"]["code"] == "unauthorized"
     assert call(manager, "GET", "/nam/allocations", user=None, headers={"Authorization": "Bearer x.y"})[0] == 401
     status, body = call(manager, "GET", "/health", user=None)
-    assert status == 200 and body["schema_version"] == 1
+    assert status == 200 and body["schema_version"] == 2
 
 
 def test_a_bearer_token_from_basic_auth_works_for_later_calls(manager):

@@ -110,12 +110,15 @@ def test_an_answer_of_the_manager_keeps_its_status_and_code(manager):
 
 def test_the_epilog_frees_again_when_the_answer_of_the_free_was_lost(manager, tmp_path):
     (tmp_path / ".msa-nam-42.token").write_text("job.x.y\n")
-    manager.script = ["drop", ("answer", 200, {"freed": [3], "bytes": 1 << 20, "kept": []}),
-                      ("answer", 200, {"released": []})]
+    manager.script = [("answer", 200, {"job": "42", "revoked": True, "detached": 2}), "drop",
+                      ("answer", 200, {"freed": [3], "bytes": 1 << 20, "kept": []}), ("answer", 200, {"released": []})]
     out, err = io.StringIO(), io.StringIO()
     env = {"SLURM_JOB_ID": "42", "NAM_MANAGER_URL": manager.url, "NAM_MANAGER_CLIENT_CONF": "/nonexistent"}
     assert C.main(["epilog"], env=env, out=out, err=err) == 0
     assert "freed allocations [3] (1MiB)" in out.getvalue(), err.getvalue()
+    # the job's token revoked before anything else
+    assert manager.seen[0][:2] == ("DELETE", "/auth/job-token/42")
+    assert "job 42: token revoked, 2 AAT entries removed" in out.getvalue()
     # volatile allocations freed, non-volatile ones kept for the owner's next job; the token file removed
     assert manager.count("DELETE", "/nam/jobs/42?keep=nonvolatile") == 2 and manager.count("DELETE", "/gce/jobs/42") == 1
     assert not (tmp_path / ".msa-nam-42.token").exists()

@@ -22,6 +22,8 @@ log = logging.getLogger("nam-manager")
 def open_store(cfg):
     os.makedirs(cfg.state_dir, mode=0o750, exist_ok=True)
     store = Store(cfg.db_path, synchronous=cfg.synchronous, granularity=cfg.granularity)
+    store.configure_nonvolatile(cfg.nonvolatile_quota, cfg.nonvolatile_quota_count,
+                                int(cfg.nonvolatile_expiry_days * 86400))
     store.sync_devices(cfg.nam_devices, cfg.gce_devices)
     merged = store.merge_adjacent()
     if merged:

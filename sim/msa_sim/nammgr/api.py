@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """REST API of the NAM/GCE manager (JSON over HTTP/1.1; basic auth or a bearer token on all but /health).
 
-  GET    /health                                  {"ok": true, "schema_version": 1, ...}   (no auth)
+  GET    /health                                  {"ok": true, "schema_version": 2, ...}   (no auth)
   POST   /auth/token                              {"token", "expires", "user", "role"}     (basic auth)
   GET    /nam/devices                             boards with their pools, free bytes, largest segment, AAT use
   GET    /nam/devices/<name>/segments             the free-segment table of one board
@@ -15,10 +15,15 @@
                                                   ?keep=nonvolatile: free the volatile ones, keep the others
                                                   for their owner (the Slurm epilog)
   POST   /nam/allocations/<id>/access             a capability for the allocation's board {capability, url, ...}
-  POST   /auth/job-token                          {owner, job, ttl} -> a token for a job's code (admin)
+  POST   /auth/job-token                          {owner, job, uid, ttl, aat_entries, communicators} -> a token for a
+                                                  job's code, valid until the job's end (admin; what Slurm granted)
+  DELETE /auth/job-token/<job>                    the job ended: its tokens stop working, its AAT entries go (admin)
   POST   /auth/munge-job-token                    {credential} -> the token of a running job whose user made the
                                                   munge credential (payload job=<id>; no other auth, see munge.py)
-  POST   /nam/admin/orphans                       {live_jobs: [...]} | {owner} | {job}, dry_run   (admin)
+  POST   /auth/munge-owner-token                  {credential} -> an owner's token (payload owner=<name>): list and
+                                                  free the owner's non-volatile allocations no job holds
+  POST   /nam/admin/orphans                       {live_jobs: [...], min_age} (the maintenance sweep: revoke, free
+                                                  volatile, keep non-volatile, expire) | {owner} | {job}, dry_run
   GET    /nam/admin/check                         invariants of the state (admin)
   GET    /gce/limits                              Table 1 limits, what is in use and what is left
   POST   /gce/communicators                       {members, root, size, name, job, owner} -> 201, or 200 fallback
@@ -32,7 +37,9 @@
 Errors answer ``{"error": {"code": ..., "message": ...}}`` with 400, 401, 403, 404 or 409.
 
 A job token (a principal with ``job`` set, for the owner, role user) reaches only the routes marked ``job_ok``:
-the owner's own allocations (read, attach, access) and communicators (create for the job, read, access, release).
+the owner's own allocations (read, attach, access) and communicators (create for the job, read, access, release),
+attaching and creating no more than the job's grant allows. An owner's token reaches only the routes marked
+``owner_ok``.
 """
 from __future__ import annotations
 
@@ -41,49 +48,22 @@ import binascii
 import json
 import logging
 import re
+import pwd
 import socket
 import subprocess
+import time
 from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.msa.hpc.plugins.module_utils import _gce as G
 from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, parse_size
 from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, dispatching
 from msa_sim.nammgr import munge
+from msa_sim.nammgr.fields import ApiError, bool_ as _bool, count as _count, ident as _ident, process as _process
 from msa_sim.nammgr.store import StoreError
 
 log = logging.getLogger("nam-manager")
-ID_RE = re.compile(r"^[A-Za-z0-9_.:@+-]{1,128}$")
 MAX_BODY = 4 << 20
 MAX_SIZE = 1 << 62
-
-
-class ApiError(StoreError):
-    pass
-
-
-def _ident(value, field, required=False):
-    if value is None:
-        if required:
-            raise ApiError(400, "invalid", "%s is required" % field)
-        return None
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or not ID_RE.match(str(value)):
-        raise ApiError(400, "invalid", "%s %r is not a name (letters, digits and _.:@+-, at most 128)" % (field, value))
-    return str(value)
-
-
-def _bool(value, field, default):
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ApiError(400, "invalid", "%s %r is not true or false" % (field, value))
-    return value
-
-
-def _process(value, field):
-    try:
-        return G.normalise_process(value, field)
-    except ValueError as exc:
-        raise ApiError(400, "invalid", str(exc)) from None
 
 
 class Manager:
@@ -94,6 +74,7 @@ class Manager:
         self.auth = auth
         self.data = data
         self.job_token_ttl = job_token_ttl
+        auth.job_check = store.job_token_valid   # a job's token acts only while its job's grant is live
 
     def datapath(self):
         if self.data is None:
@@ -154,7 +135,21 @@ class Manager:
         if root not in procs:
             raise ApiError(400, "invalid", "root node %s vpid %d is not among the members" % root)
         job = who.job if who.job is not None else _ident(body.get("job"), "job")
-        return self.store.create_communicator(procs, root, owner, name=_ident(body.get("name"), "name"), job=job)
+        return self.store.create_communicator(procs, root, owner, name=_ident(body.get("name"), "name"), job=job,
+                                              limit_job=who.job)
+
+    def grant_job(self, body):
+        """Record what Slurm granted a job and issue its token: ``{token, expires, owner, job, grant}``."""
+        owner, job = _ident(body.get("owner"), "owner", True), _ident(body.get("job"), "job", True)
+        ttl = _count(body.get("ttl", self.job_token_ttl), "ttl", 1)
+        limits = {key: _count(body.get(key, 0), key, 0) for key in ("aat_entries", "communicators")}
+        uid = _count(body["uid"], "uid", 0) if body.get("uid") is not None else None
+        # a job's time limit beyond the site's longest token is cut to it (the job is not refused for it)
+        grant = self.store.grant_job(job, owner, uid=uid, expires=time.time() + min(ttl, self.job_token_ttl),
+                                     **limits)
+        tok, expires = self.auth.issue_job(owner, job, grant["serial"], grant["expires"])
+        return {"token": tok, "expires": expires, "owner": owner, "job": job,
+                "grant": {key: grant[key] for key in ("aat_entries", "communicators")}}
 
     def gce_limits(self):
         in_use, devices = self.store.gce_usage()
@@ -162,6 +157,7 @@ class Manager:
                 "in_use": {"communicators": in_use},
                 "left": {"communicators": max(0, G.MAX_COMMUNICATORS - in_use)} if devices else {"communicators": 0},
                 "devices": devices}
+
 
 
 def _too_big(size):
@@ -259,9 +255,14 @@ class Handler(dispatching("GET", "POST", "DELETE")):
             return self._error(500, "internal", "internal error: %s" % exc.__class__.__name__)
 
 
-def route(method, pattern, open_route=False, job_ok=False):
+def route(method, pattern, open_route=False, job_ok=False, owner_ok=False):
     def wrap(func):
-        Handler.routes.append((method, re.compile("^" + pattern + "$"), func, open_route, job_ok))
+        def guarded(mgr, who, body, query, *groups):
+            if who is not None and who.owner_only and not owner_ok:
+                raise ApiError(403, "forbidden", "an owner's token may not %s %s (only list and free its own "
+                               "non-volatile allocations)" % (method, pattern.replace("([^/]+)", "<id>")))
+            return func(mgr, who, body, query, *groups)
+        Handler.routes.append((method, re.compile("^" + pattern + "$"), guarded, open_route, job_ok))
         return func
     return wrap
 
@@ -306,26 +307,46 @@ def token(mgr, who, body, query):
 @route("POST", "/auth/job-token")
 def job_token(mgr, who, body, query):
     _admin(who)
-    owner, job = _ident(body.get("owner"), "owner", True), _ident(body.get("job"), "job", True)
-    ttl = body.get("ttl", mgr.job_token_ttl)
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 < ttl <= mgr.job_token_ttl:
-        raise ApiError(400, "invalid", "ttl %r is not between 1 and %d seconds" % (ttl, mgr.job_token_ttl))
-    tok, expires = mgr.auth.issue_job(owner, job, ttl)
-    return 201, {"token": tok, "expires": expires, "owner": owner, "job": job}
+    return 201, mgr.grant_job(body)
 
 
-@route("POST", "/auth/munge-job-token", open_route=True)
-def munge_job_token(mgr, who, body, query):
+@route("DELETE", "/auth/job-token/([^/]+)")
+def job_token_revoke(mgr, who, body, query, job):
+    _admin(who)
+    done = mgr.store.revoke_job(_ident(job, "job", True))
+    if done["revoked"] or done["detached"]:
+        log.info("job %s ended: its tokens are revoked, %d AAT entries removed", job, done["detached"])
+    return 200, done
+
+
+def _munged(check, *args, **kw):
+    """What ``check`` (of munge.py) makes of a munge credential, its refusals as ApiError."""
     try:
-        owner, job = munge.owner_and_job(body.get("credential"))
+        return check(*args, **kw)
     except munge.MungeError as exc:
         raise ApiError(exc.status, "unauthorized" if exc.status == 401 else "forbidden" if exc.status == 403
                        else "invalid", str(exc), field="credential") from None
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         raise ApiError(503, "unavailable", "cannot check the munge credential: %s" % exc) from None
-    tok, expires = mgr.auth.issue_job(_ident(owner, "owner", True), job, mgr.job_token_ttl)
+
+
+@route("POST", "/auth/munge-job-token", open_route=True)
+def munge_job_token(mgr, who, body, query):
+    owner, job = _munged(munge.owner_and_job, body.get("credential"))
+    grant = mgr.store.job_grant(job)
+    if grant is None or grant["owner"] != owner or grant["revoked"] is not None or grant["expires"] < time.time():
+        raise ApiError(403, "forbidden", "job %s has no live NAM/GCE grant (its prolog gave it none, or it ended)"
+                       % job, field="credential")
+    tok, expires = mgr.auth.issue_job(_ident(owner, "owner", True), job, grant["serial"], grant["expires"])
     log.info("job token for job %s of %s handed over on a munge credential", job, owner)
     return 201, {"token": tok, "expires": expires, "owner": owner, "job": job}
+
+
+@route("POST", "/auth/munge-owner-token", open_route=True)
+def munge_owner_token(mgr, who, body, query):
+    owner = _munged(munge.owner_of, body.get("credential"), mgr.store.owner_uid, getpwnam=pwd.getpwnam)
+    tok, expires = mgr.auth.issue_owner(owner)
+    return 201, {"token": tok, "expires": expires, "owner": owner}
 
 
 @route("GET", "/nam/devices")
@@ -345,7 +366,7 @@ def nam_allocate(mgr, who, body, query):
     return 201, mgr.allocate(who, body)
 
 
-@route("GET", "/nam/allocations", job_ok=True)
+@route("GET", "/nam/allocations", job_ok=True, owner_ok=True)
 def nam_list(mgr, who, body, query):
     owner = query.get("owner")
     if not who.admin:
@@ -367,13 +388,19 @@ def _owned(mgr, who, alloc_id):
     return alloc
 
 
-@route("GET", "/nam/allocations/([^/]+)", job_ok=True)
+@route("GET", "/nam/allocations/([^/]+)", job_ok=True, owner_ok=True)
 def nam_get(mgr, who, body, query, alloc_id):
     return 200, _owned(mgr, who, alloc_id)
 
 
-@route("DELETE", "/nam/allocations/([^/]+)")
+@route("DELETE", "/nam/allocations/([^/]+)", owner_ok=True)
 def nam_free(mgr, who, body, query, alloc_id):
+    if who.owner_only:
+        held = _owned(mgr, who, alloc_id)
+        if held["volatile"] or held["job"] is not None:
+            raise ApiError(409, "in_use", "NAM allocation %s is %s: an owner's token frees only non-volatile "
+                           "allocations no job holds" % (alloc_id, "volatile" if held["volatile"]
+                                                         else "held by job %s" % held["job"]), id=held["id"])
     alloc = mgr.store.free(_int_id(alloc_id, "NAM allocation"), _as_user(who))
     mgr.retire([alloc])
     return 200, {"freed": alloc, "detached": len(alloc["attachments"])}
@@ -382,7 +409,7 @@ def nam_free(mgr, who, body, query, alloc_id):
 @route("POST", "/nam/allocations/([^/]+)/attach", job_ok=True)
 def nam_attach(mgr, who, body, query, alloc_id):
     node, vpid = _process(body, "process")
-    entry, created = mgr.store.attach(_int_id(alloc_id, "NAM allocation"), node, vpid, _as_user(who))
+    entry, created = mgr.store.attach(_int_id(alloc_id, "NAM allocation"), node, vpid, _as_user(who), job=who.job)
     return (201 if created else 200), dict(entry, created=created)
 
 
@@ -423,7 +450,8 @@ def _orphan_args(body):
                              not all(isinstance(j, (str, int)) and not isinstance(j, bool) for j in live)):
         raise ApiError(400, "invalid", "live_jobs %r is not a list of job ids" % (live,))
     args = {"live_jobs": live, "owner": _ident(body.get("owner"), "owner"), "job": _ident(body.get("job"), "job"),
-            "dry_run": _bool(body.get("dry_run"), "dry_run", False)}
+            "dry_run": _bool(body.get("dry_run"), "dry_run", False),
+            "min_age": _count(body.get("min_age", 0), "min_age", 0)}
     if live is None and args["owner"] is None and args["job"] is None:
         raise ApiError(400, "invalid", "give live_jobs (every allocation of another job is freed), owner or job")
     return args
@@ -433,11 +461,21 @@ def _orphan_args(body):
 def nam_orphans(mgr, who, body, query):
     _admin(who)
     args = _orphan_args(body)
-    freed = mgr.store.free_where(**args)
-    if freed and not args["dry_run"]:
-        log.info("%s freed orphaned NAM allocations %s", who.name, [a["id"] for a in freed])
-    return 200, {"freed": [a["id"] for a in freed], "allocations": freed, "dry_run": args["dry_run"],
-                 "bytes": sum(a["size"] for a in freed)}
+    if args["live_jobs"] is not None and args["owner"] is None and args["job"] is None:
+        done = mgr.store.sweep(args["live_jobs"], args["min_age"], args["dry_run"])
+    else:
+        args.pop("min_age")
+        done = {"freed": mgr.store.free_where(**args), "kept": [], "expired": [], "revoked": []}
+    gone = done["freed"] + done["expired"]
+    if not args["dry_run"]:
+        mgr.retire(gone)
+        if gone or done["revoked"]:
+            log.info("%s: orphaned NAM allocations %s freed, non-volatile %s expired, %s kept for their owners, "
+                     "grants of ended jobs %s revoked", who.name, [a["id"] for a in done["freed"]],
+                     [a["id"] for a in done["expired"]], [a["id"] for a in done["kept"]], done["revoked"])
+    return 200, {"freed": [a["id"] for a in done["freed"]], "allocations": done["freed"], "dry_run": args["dry_run"],
+                 "bytes": sum(a["size"] for a in gone), "kept": [a["id"] for a in done["kept"]],
+                 "expired": [a["id"] for a in done["expired"]], "revoked": done["revoked"]}
 
 
 @route("GET", "/nam/admin/check")

@@ -5,6 +5,11 @@ A line of users.conf reads ``alice:user:pbkdf2_sha256$200000$<salt>$<base64 dige
 (may touch only what it owns) and ``admin`` (may touch everything, allocate from the administrator reserve
 and free orphans). ``python3 -m msa_sim.nammgr hash-password`` prints a hash. The file is re-read when it
 changes, so removing a user also revokes that user's tokens.
+
+A job's token (``job.``) carries its owner, job, the serial of the job's grant and its expiry; it is valid only while
+the manager's grant for the job with that serial is (``job_check``: the epilog revokes it when the job ends). An
+owner's token (``owner.``, from a munge credential of the Slurm user) may only list its owner's allocations and free
+the non-volatile ones no job holds.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ ROLES = ("user", "admin")
 DEFAULT_ITERATIONS = 200000
 HASHES = {"pbkdf2_sha256": "sha256", "pbkdf2_sha512": "sha512"}
 JOB_DOMAIN = b"msa-nam-job-token\0"
+OWNER_DOMAIN = b"msa-nam-owner-token\0"
 
 
 class AuthError(ValueError):
@@ -27,14 +33,17 @@ class AuthError(ValueError):
 
 
 class Principal:
-    """A user or administrator of users.conf, or (``job`` set) a Slurm job acting for its user: role ``user``."""
+    """A user or administrator of users.conf, or (``job`` set) a Slurm job acting for its user, or (``owner_only``) a
+    Slurm user reaching its own allocations: role ``user``. ``expires``: when a token's principal stops acting."""
 
-    __slots__ = ("name", "role", "job")
+    __slots__ = ("name", "role", "job", "owner_only", "expires")
 
-    def __init__(self, name, role, job=None):
+    def __init__(self, name, role, job=None, owner_only=False, expires=None):
         self.name = name
         self.role = role
         self.job = job
+        self.owner_only = owner_only
+        self.expires = expires
 
     @property
     def admin(self):
@@ -81,6 +90,9 @@ class Authenticator:
     def __init__(self, users_file, secret_file, token_ttl=3600):
         self.users_file = users_file
         self.token_ttl = token_ttl
+        # (owner, job, serial) -> whether the job's grant is live; the manager sets it (store.job_token_valid).
+        # Unset, no job token is accepted.
+        self.job_check = None
         self.lock = threading.Lock()
         self._users, self._mtime, self._verified = {}, None, {}
         self.secret = self._load_secret(secret_file)
@@ -141,30 +153,56 @@ class Authenticator:
         sig = hmac.new(self.secret, payload, "sha256").hexdigest()
         return payload.decode().rstrip("=") + "." + sig, expires
 
-    def issue_job(self, owner, job, ttl):
-        """A token for job ``job`` of Slurm user ``owner`` (who need not be in users.conf): the job's code reaches
-        the owner's own allocations and communicators with it, nothing else (api.JOB_ROUTES)."""
-        expires = int(time.time()) + int(ttl)
-        payload = base64.urlsafe_b64encode(("%s|%s|%d" % (owner, job, expires)).encode())
-        # signed in its own domain, so no user token (whatever its user's name) ever reads as a job token
-        sig = hmac.new(self.secret, JOB_DOMAIN + payload, "sha256").hexdigest()
-        return "job." + payload.decode().rstrip("=") + "." + sig, expires
+    def _sign(self, domain, prefix, fields, expires):
+        payload = base64.urlsafe_b64encode("|".join(map(str, list(fields) + [int(expires)])).encode())
+        # signed in a domain of its own, so no token of one kind (whatever its user's name) reads as another
+        sig = hmac.new(self.secret, domain + payload, "sha256").hexdigest()
+        return prefix + payload.decode().rstrip("=") + "." + sig
 
-    def _job_bearer(self, token):
-        payload, _, sig = token[4:].partition(".")
+    def _verify(self, domain, token, nfields):
+        """The fields (the last one the expiry, as int) of a well-signed, unexpired token, else None."""
+        payload, _, sig = token.partition(".")
         raw = payload.encode() + b"=" * (-len(payload) % 4)
-        if not sig or not hmac.compare_digest(hmac.new(self.secret, JOB_DOMAIN + raw, "sha256").hexdigest(), sig):
+        if not sig or not hmac.compare_digest(hmac.new(self.secret, domain + raw, "sha256").hexdigest(), sig):
             return None
         try:
-            owner, job, expires = base64.urlsafe_b64decode(raw).decode().rsplit("|", 2)
-            expires = int(expires)
-        except ValueError:
+            fields = base64.urlsafe_b64decode(raw).decode().split("|")
+            expires = int(fields[-1])
+        except (ValueError, IndexError):
             return None
-        return Principal(owner, "user", job=job) if expires >= time.time() else None
+        if len(fields) != nfields or expires < time.time():
+            return None
+        return fields[:-1] + [expires]
+
+    def issue_job(self, owner, job, serial, expires):
+        """A token for job ``job`` of Slurm user ``owner`` (who need not be in users.conf) under the job's grant
+        ``serial``, until ``expires``: the job's code reaches the owner's own allocations and communicators with it,
+        nothing else (api.JOB_ROUTES), and only while the grant is live."""
+        return self._sign(JOB_DOMAIN, "job.", (owner, job, serial), expires), int(expires)
+
+    def _job_bearer(self, token):
+        fields = self._verify(JOB_DOMAIN, token[4:], 4)
+        if fields is None or self.job_check is None:
+            return None
+        owner, job, serial, expires = fields
+        if not self.job_check(owner, job, serial):
+            return None
+        return Principal(owner, "user", job=job, expires=expires)
+
+    def issue_owner(self, owner, ttl=None):
+        """A token for Slurm user ``owner`` (proved by munge) to list and free its own non-volatile allocations."""
+        expires = int(time.time()) + int(ttl or self.token_ttl)
+        return self._sign(OWNER_DOMAIN, "owner.", (owner,), expires), expires
+
+    def _owner_bearer(self, token):
+        fields = self._verify(OWNER_DOMAIN, token[6:], 2)
+        return None if fields is None else Principal(fields[0], "user", owner_only=True, expires=fields[1])
 
     def bearer(self, token):
         if token.startswith("job."):
             return self._job_bearer(token)
+        if token.startswith("owner."):
+            return self._owner_bearer(token)
         payload, _, sig = token.partition(".")
         if not sig:
             return None

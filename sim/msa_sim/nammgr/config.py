@@ -14,7 +14,10 @@
     device_key_file = /etc/nam-manager/device.key   ; key shared with the boards' data paths (capabilities)
     device_ca_path = /etc/msa-hpc/tls/ca.pem         ; CA of the boards' certificates (scrub on free)
     capability_ttl = 86400        ; seconds a capability for a board stays valid
-    job_token_ttl = 86400         ; longest life of a job's token (POST /auth/job-token)
+    job_token_ttl = 86400         ; longest life of a job's token (POST /auth/job-token; its job's time limit bounds it)
+    nonvolatile_quota = 64G       ; non-volatile NAM one owner may hold (0: no limit)
+    nonvolatile_quota_count = 8   ; non-volatile allocations one owner may hold (0: no limit)
+    nonvolatile_expiry_days = 30  ; a non-volatile allocation is freed this long after its creation (0: never)
 
     [nam:nam01]
     node_id = 129                 ; EXTOLL node id of the board
@@ -54,6 +57,9 @@ DEFAULTS = {
     "device_ca_path": "",
     "capability_ttl": "86400",
     "job_token_ttl": "86400",
+    "nonvolatile_quota": "0",
+    "nonvolatile_quota_count": "0",
+    "nonvolatile_expiry_days": "0",
 }
 DEFAULT_PATH = "/etc/nam-manager/manager.conf"
 
@@ -81,6 +87,9 @@ class Config:
         self.device_ca_path = ""
         self.capability_ttl = 86400
         self.job_token_ttl = 86400
+        self.nonvolatile_quota = 0
+        self.nonvolatile_quota_count = 0
+        self.nonvolatile_expiry_days = 0
 
     @property
     def tls(self):
@@ -176,6 +185,9 @@ def parse(text, path="manager.conf", extra=()):
     cfg.device_key_file, cfg.device_ca_path = main["device_key_file"], main["device_ca_path"]
     cfg.capability_ttl = _get(main, "capability_ttl", path, int, 1)
     cfg.job_token_ttl = _get(main, "job_token_ttl", path, int, 1)
+    cfg.nonvolatile_quota = _get(main, "nonvolatile_quota", path, _size, 0)
+    cfg.nonvolatile_quota_count = _get(main, "nonvolatile_quota_count", path, int, 0)
+    cfg.nonvolatile_expiry_days = _get(main, "nonvolatile_expiry_days", path, float, 0, 36500)
     return cfg
 
 

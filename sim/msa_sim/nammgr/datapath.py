@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import logging
+import time
 import urllib.parse
 
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestError, tls_context
@@ -37,23 +38,29 @@ class DataPath:
                              "configuration" % (what, device))
         return url
 
+    def ttl_for(self, principal):
+        """A capability lives no longer than the token it was asked with (a job's: its job's time limit)."""
+        if principal.expires is None:
+            return self.ttl
+        return max(1, min(self.ttl, int(principal.expires - time.time())))
+
     def nam_access(self, alloc, principal):
         url = self._url(alloc["device"], "NAM allocation %s" % alloc["id"])
         claims = {"kind": "nam", "device": alloc["device"], "alloc": alloc["id"], "created": alloc["created"],
                   "address": alloc["address"], "size": alloc["size"], "volatile": alloc["volatile"],
                   "owner": alloc["owner"], "job": principal.job}
-        cap = C.sign(self.key, claims, self.ttl)
-        return {"capability": cap, "url": url, "device": alloc["device"], "allocation": alloc["id"],
-                "name": alloc["name"], "size": alloc["size"], "volatile": alloc["volatile"],
-                "owner": alloc["owner"], "expires_in": self.ttl}
+        ttl = self.ttl_for(principal)
+        return {"capability": C.sign(self.key, claims, ttl), "url": url, "device": alloc["device"],
+                "allocation": alloc["id"], "name": alloc["name"], "size": alloc["size"], "volatile": alloc["volatile"],
+                "owner": alloc["owner"], "expires_in": ttl}
 
     def gce_access(self, comm, principal):
         url = self._url(comm["device"], "GCE communicator %s" % comm["id"])
         claims = {"kind": "gce", "device": comm["device"], "comm": comm["id"], "comm_id": comm["comm_id"],
                   "created": comm["created"], "size": comm["size"], "owner": comm["owner"], "job": principal.job}
-        return {"capability": C.sign(self.key, claims, self.ttl), "url": url, "device": comm["device"],
-                "communicator": comm["id"], "comm_id": comm["comm_id"], "size": comm["size"],
-                "expires_in": self.ttl}
+        ttl = self.ttl_for(principal)
+        return {"capability": C.sign(self.key, claims, ttl), "url": url, "device": comm["device"],
+                "communicator": comm["id"], "comm_id": comm["comm_id"], "size": comm["size"], "expires_in": ttl}
 
     def retire(self, alloc):
         """Scrub a freed allocation on its board now (best effort: the board also scrubs at the range's next use)."""

@@ -5,7 +5,8 @@ job's working directory is not shared between the controller and the job's nodes
 The client library runs ``munge -n -s job=<id>`` as the job's user; the manager decodes the credential with
 ``unmunge`` (munged refuses a replayed or expired one), then asks Slurm whether job <id> is running for that very uid
 and holds a ``nam`` or ``gce`` licence. Only then does it issue the job's token (the same the prolog would have
-written), for the owner Slurm names.
+written, under the job's live grant), for the owner Slurm names. ``owner_of`` proves a Slurm user for an owner's
+token (list and free its own non-volatile allocations) the same way, with payload ``owner=<name>``.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import re
 import subprocess
 
 JOB_RE = re.compile(r"^[0-9]{1,12}$")
+OWNER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
 ACTIVE = ("RUNNING", "CONFIGURING", "COMPLETING")
 MAX_CREDENTIAL = 4096
 
@@ -73,3 +75,27 @@ def owner_and_job(credential, run=subprocess.run):
     uid, payload = decode(credential, run)
     job = job_of(payload)
     return job_owner(job, uid, run), job
+
+
+def owner_of(credential, owner_uid, run=subprocess.run, getpwnam=None):
+    """The Slurm user a munge credential with payload ``owner=<name>`` proves: ``name`` when the credential's uid is
+    the uid Slurm's job records gave that owner (``owner_uid(name)``, learnt by the manager from the prolog), else
+    the manager host's user database (``getpwnam``) says so. uid 0 owns nothing here."""
+    uid, payload = decode(credential, run)
+    key, _, name = payload.partition("=")
+    if key != "owner" or not OWNER_RE.match(name):
+        raise MungeError(400, "credential payload %r is not owner=<user name>" % payload[:64])
+    if uid == 0:
+        raise MungeError(403, "uid 0 owns no NAM allocation; run as the owner")
+    known = owner_uid(name)
+    if known is None and getpwnam is not None:
+        try:
+            known = getpwnam(name).pw_uid
+        except KeyError:
+            known = None
+    if known is None:
+        raise MungeError(403, "the manager knows no uid for owner %s (it learns it from that user's first NAM or GCE "
+                         "job)" % name)
+    if known != uid:
+        raise MungeError(403, "the credential is of uid %d, owner %s is uid %d" % (uid, name, known))
+    return name

@@ -36,7 +36,8 @@ class InProcess:
         cfg = config.load(str(conf_path))
         self.store = open_store(cfg)
         auth = Authenticator(cfg.users_file, os.path.join(cfg.state_dir, "token.key"), cfg.token_ttl)
-        self.server = Server(("127.0.0.1", 0), Manager(self.store, auth))
+        self.manager = Manager(self.store, auth, job_token_ttl=cfg.job_token_ttl)
+        self.server = Server(("127.0.0.1", 0), self.manager)
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
 

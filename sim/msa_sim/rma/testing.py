@@ -125,9 +125,10 @@ class System:
             raise AssertionError("%s %s: %d %s" % (method, path, resp.status, payload))
         return payload
 
-    def job(self, owner, job_id):
-        """A job's token, as the NAM prolog gets it for the job."""
-        return self.admin("POST", "/auth/job-token", {"owner": owner, "job": str(job_id)})["token"]
+    def job(self, owner, job_id, aat_entries=16, communicators=4):
+        """A job's token, as the NAM prolog gets it for the job (with what Slurm granted it)."""
+        return self.admin("POST", "/auth/job-token", {"owner": owner, "job": str(job_id), "aat_entries": aat_entries,
+                                                      "communicators": communicators})["token"]
 
     def allocate(self, owner, job_id, size, volatile=True, name=None):
         """What the NAM prolog allocates for a job (named ``slurm-<job>`` unless the job names it)."""

@@ -11,7 +11,8 @@ free segments of a pool are ever adjacent. Allocations without ``reserved`` coun
 capacity minus its administrator reserve.
 
 One module per concern: base (schema, connection, transactions), devices (boards, pools, free segments),
-allocations (NAM allocations, AAT), consistency (invariants), communicators (GCE).
+allocations (NAM allocations, AAT), consistency (invariants), communicators (GCE), grants (what Slurm granted
+each job, the end of its tokens, the non-volatile quota and expiry, the maintenance sweep).
 """
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ from .base import KINDS, SCHEMA_VERSION, StoreBase, StoreError
 from .communicators import Communicators
 from .consistency import Consistency
 from .devices import Devices
+from .grants import Grants
 
 __all__ = ["KINDS", "SCHEMA_VERSION", "Store", "StoreError"]
 
 
-class Store(Devices, Allocations, Consistency, Communicators, StoreBase):
+class Store(Devices, Allocations, Consistency, Communicators, Grants, StoreBase):
     """The manager's state in one SQLite file: ``Store(path, synchronous="full", granularity=4096)``."""

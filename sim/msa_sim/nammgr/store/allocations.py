@@ -42,6 +42,8 @@ class Allocations:
                              " ORDER BY f.size, f.device, f.offset LIMIT 1", args).fetchone()
             if seg is None:
                 raise self._no_space(db, kind, need, device, reserved)
+            if kind == "nonvolatile" and not reserved:
+                self.check_nonvolatile_quota(db, owner, need)
             if seg["size"] == need:
                 db.execute("DELETE FROM free_segments WHERE device=? AND kind=? AND offset=?",
                            (seg["device"], kind, seg["offset"]))
@@ -85,11 +87,16 @@ class Allocations:
                          "p.kind=a.kind JOIN nam_devices d ON d.name=a.device WHERE a.id=?", (alloc_id,)).fetchone()
         if row is None:
             return None
-        out = _alloc_record(row)
+        out = self._record(row)
         out["attachments"] = [{"node": r["node"], "vpid": r["vpid"], "aat_index": r["aat_index"],
                                "attached": r["attached"]}
                               for r in db.execute("SELECT * FROM attachments WHERE alloc_id=? ORDER BY aat_index",
                                                   (alloc_id,))]
+        return out
+
+    def _record(self, row):
+        out = _alloc_record(row)
+        out["expires"] = None if out["volatile"] else self.nv_expires(out["created"])
         return out
 
     def get(self, alloc_id):
@@ -113,7 +120,7 @@ class Allocations:
         if limit:
             sql += " LIMIT %d" % int(limit)
         with self.lock:
-            rows = [_alloc_record(r) for r in self.db.execute(sql, args)]
+            rows = [self._record(r) for r in self.db.execute(sql, args)]
             if len(rows) <= 100:
                 att_sql = "SELECT * FROM attachments WHERE alloc_id IN (%s) ORDER BY aat_index" % ",".join(
                     str(r["id"]) for r in rows)
@@ -170,14 +177,18 @@ class Allocations:
                 db.execute("UPDATE allocations SET job=NULL WHERE id=?", (alloc["id"],))
             return freed, kept
 
-    def attach(self, alloc_id, node, vpid, user=None):
-        """Enter (node, vpid) in the AAT of the allocation's board; ``(attachment, created)``."""
+    def attach(self, alloc_id, node, vpid, user=None, job=None):
+        """Enter (node, vpid) in the AAT of the allocation's board; ``(attachment, created)``. With ``job`` (a job's
+        token attaches), the entry counts against the AAT entries Slurm granted that job."""
         with self.tx() as db:
             alloc = self._owned(db, alloc_id, user)
             row = db.execute("SELECT * FROM attachments WHERE alloc_id=? AND node=? AND vpid=?",
                              (alloc["id"], node, vpid)).fetchone()
             if row is not None:
                 return _attachment(alloc, row), False
+            if job is not None:
+                used = db.execute("SELECT count(*) FROM attachments WHERE job=?", (str(job),)).fetchone()[0]
+                self.check_grant(db, str(job), "AAT entries", used, "aat_entries")
             aat_size = db.execute("SELECT aat_size FROM nam_devices WHERE name=?", (alloc["device"],)).fetchone()[0]
             used = [r[0] for r in db.execute("SELECT aat_index FROM attachments WHERE device=? ORDER BY aat_index",
                                              (alloc["device"],))]
@@ -187,8 +198,9 @@ class Allocations:
                                                                                        aat_size),
                                  device=alloc["device"], aat_size=aat_size)
             index = next(i for i, u in enumerate(used + [None]) if u != i)
-            db.execute("INSERT INTO attachments VALUES (?,?,?,?,?,?)",
-                       (alloc["id"], alloc["device"], index, node, int(vpid), time.time()))
+            db.execute("INSERT INTO attachments (alloc_id, device, aat_index, node, vpid, attached, job) "
+                       "VALUES (?,?,?,?,?,?,?)", (alloc["id"], alloc["device"], index, node, int(vpid), time.time(),
+                                                  None if job is None else str(job)))
             row = db.execute("SELECT * FROM attachments WHERE device=? AND aat_index=?",
                              (alloc["device"], index)).fetchone()
             return _attachment(alloc, row), True

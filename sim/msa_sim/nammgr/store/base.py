@@ -8,7 +8,7 @@ import sqlite3
 import threading
 
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 KINDS = ("volatile", "nonvolatile")
 
 SCHEMA = """
@@ -33,7 +33,7 @@ CREATE INDEX IF NOT EXISTS allocations_job ON allocations (job);
 CREATE INDEX IF NOT EXISTS allocations_owner ON allocations (owner);
 CREATE TABLE IF NOT EXISTS attachments (
     alloc_id INTEGER NOT NULL REFERENCES allocations(id), device TEXT NOT NULL, aat_index INTEGER NOT NULL,
-    node TEXT NOT NULL, vpid INTEGER NOT NULL, attached REAL NOT NULL,
+    node TEXT NOT NULL, vpid INTEGER NOT NULL, attached REAL NOT NULL, job TEXT,
     PRIMARY KEY (device, aat_index), UNIQUE (alloc_id, node, vpid));
 CREATE TABLE IF NOT EXISTS gce_devices (name TEXT PRIMARY KEY, node_id INTEGER);
 CREATE TABLE IF NOT EXISTS communicators (
@@ -45,7 +45,18 @@ CREATE TABLE IF NOT EXISTS operations (
     comm INTEGER NOT NULL REFERENCES communicators(id), icid INTEGER NOT NULL, op TEXT NOT NULL,
     datatype TEXT NOT NULL, size INTEGER NOT NULL, count INTEGER NOT NULL, started REAL NOT NULL,
     PRIMARY KEY (comm, icid));
+CREATE TABLE IF NOT EXISTS job_grants (
+    job TEXT PRIMARY KEY, owner TEXT NOT NULL, uid INTEGER, serial TEXT NOT NULL, aat_entries INTEGER NOT NULL,
+    communicators INTEGER NOT NULL, issued REAL NOT NULL, expires REAL NOT NULL, revoked REAL);
+CREATE TABLE IF NOT EXISTS owners (name TEXT PRIMARY KEY, uid INTEGER NOT NULL, seen REAL NOT NULL);
 """
+# After the schema and any upgrade (version 1 has no attachments.job).
+INDEXES = "CREATE INDEX IF NOT EXISTS attachments_job ON attachments (job)"
+
+
+def _upgrade_1(db):
+    """Version 1 to 2: the job whose token made an AAT entry (the job grants and owners are new tables)."""
+    db.execute("ALTER TABLE attachments ADD COLUMN job TEXT")
 
 
 class StoreError(Exception):
@@ -79,9 +90,13 @@ class StoreBase:
             row = db.execute("SELECT version FROM schema_version").fetchone()
             if row is None:
                 db.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+            elif row[0] == 1:
+                _upgrade_1(db)
+                db.execute("UPDATE schema_version SET version=?", (SCHEMA_VERSION,))
             elif row[0] != SCHEMA_VERSION:
                 raise StoreError(500, "schema", "%s has schema version %s; this manager reads version %d"
                                  % (path, row[0], SCHEMA_VERSION))
+            db.execute(INDEXES)
 
     @contextlib.contextmanager
     def tx(self):

@@ -14,8 +14,9 @@ from .base import StoreError, job_selection, owned
 class Communicators:
     """GCE communicators and their operations (a part of Store: uses its ``tx``, ``lock`` and ``db``)."""
 
-    def create_communicator(self, members, root, owner, name=None, job=None):
-        """Create a communicator, or return ``G.Fallback`` details when the GCE cannot hold it."""
+    def create_communicator(self, members, root, owner, name=None, job=None, limit_job=None):
+        """Create a communicator, or return ``G.Fallback`` details when the GCE cannot hold it. With ``limit_job`` (a
+        job's token creates it), the job's communicators are bounded by its grant."""
         with self.tx() as db:
             devices = [r["name"] for r in db.execute("SELECT name FROM gce_devices ORDER BY name")]
             if not devices:
@@ -25,6 +26,9 @@ class Communicators:
                 if other is not None:
                     raise StoreError(409, "name_taken", "a communicator called %r exists already (id %d)"
                                      % (name, other["id"]), id=other["id"])
+            if limit_job is not None:
+                held = db.execute("SELECT count(*) FROM communicators WHERE job=?", (str(limit_job),)).fetchone()[0]
+                self.check_grant(db, str(limit_job), "GCE communicators", held, "communicators")
             in_use = db.execute("SELECT count(*) FROM communicators").fetchone()[0]
             try:
                 G.check_communicator_size(len(members), in_use)
@@ -82,8 +86,10 @@ class Communicators:
             db.execute("DELETE FROM communicators WHERE id=?", (comm["id"],))
             return comm
 
-    def release_where(self, job=None, owner=None, live_jobs=None, user=None, dry_run=False):
+    def release_where(self, job=None, owner=None, live_jobs=None, user=None, dry_run=False, min_age=0):
         where, args = job_selection(job, owner, live_jobs)
+        if min_age:  # a communicator younger than this may belong to a job that started after live_jobs was listed
+            where, args = where + " AND created < ?", args + [time.time() - min_age]
         with self.tx() as db:
             comms = [self._communicator(db, r[0]) for r in db.execute(
                 "SELECT id FROM communicators WHERE " + where + " ORDER BY id", args)]

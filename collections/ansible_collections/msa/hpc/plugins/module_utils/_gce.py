@@ -131,6 +131,11 @@ class GceService(ManagerService):
     def free_job(self, job):
         return self._call("DELETE", "gce/jobs/%s" % quote_path(job), lookup=send_again)[1]
 
+    def free_orphans(self, live_jobs, min_age=0):
+        """Release the communicators of every job not in ``live_jobs`` (older than ``min_age`` seconds)."""
+        return self._call("POST", "gce/admin/orphans", {"live_jobs": [str(j) for j in live_jobs],
+                                                        "min_age": int(min_age)})[1]
+
 
 def _same(comm, members, root):
     return ([(m["node"], m["vpid"]) for m in comm["members"]] == members and

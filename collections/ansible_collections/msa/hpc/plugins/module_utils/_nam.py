@@ -99,13 +99,20 @@ class NamService(ManagerService):
         return self._call("DELETE", "nam/jobs/%s%s" % (quote_path(job), "?keep=nonvolatile" if keep_nonvolatile
                                                        else ""), lookup=send_again)[1]
 
-    def job_token(self, owner, job):
-        """A token for the code of job ``job`` of ``owner``: it reaches that user's allocations and communicators."""
-        return self._call("POST", "auth/job-token", {"owner": owner, "job": str(job)},
+    def job_token(self, owner, job, grant=None):
+        """A token for the code of job ``job`` of ``owner``: it reaches that user's allocations and communicators,
+        within ``grant`` (what Slurm granted the job: ``uid``, ``ttl`` seconds, ``aat_entries``, ``communicators``),
+        until the job ends (revoke_job_token)."""
+        body = dict(grant or {}, owner=owner, job=str(job))
+        return self._call("POST", "auth/job-token", {k: v for k, v in body.items() if v is not None},
                           what="issue a token for job %s" % job, lookup=send_again)[1]
 
-    def free_orphans(self, live_jobs=None, owner=None, dry_run=False):
-        body = {"dry_run": bool(dry_run)}
+    def revoke_job_token(self, job):
+        """Job ``job`` ended: its tokens stop working and the AAT entries its processes made are removed."""
+        return self._call("DELETE", "auth/job-token/%s" % quote_path(job), lookup=send_again)[1]
+
+    def free_orphans(self, live_jobs=None, owner=None, dry_run=False, min_age=0):
+        body = {"dry_run": bool(dry_run), "min_age": int(min_age)}
         if live_jobs is not None:
             body["live_jobs"] = [str(j) for j in live_jobs]
         if owner is not None:

@@ -10,9 +10,16 @@ so the scheduler's accounting of the NAM holds: a size above them, NAM without a
 working directory, mode 0600, written as the job's user), with which the client library (msa_nam, msa_gce) reaches
 the owner's allocations and communicators. A refusal or failure writes one line to ``JOB-<id>-nam.err`` in the job's
 working directory (as the job's user) and exits 1: a refusal ends the job (slurm/jobs.run_hook), a failure has
-slurmctld requeue a batch job. The epilog frees the job's
-volatile NAM allocations, keeps its non-volatile ones for the owner's next job, releases its GCE communicators,
-removes the token file, and always exits 0.
+slurmctld requeue a batch job. The token is valid only while the job is: the prolog records with it what Slurm
+granted the job (AAT entries: the CPUs of a job with a ``nam`` licence; GCE communicators: its ``gce`` licences; a
+life of its time limit plus ``--token-grace``), and the epilog revokes it first. The epilog frees the job's volatile
+NAM allocations, keeps its non-volatile ones for the owner's next job, releases its GCE communicators, removes the
+token file, and always exits 0.
+
+``sweep`` (a timer on the controller runs it every few minutes) hands the manager the jobs Slurm still knows: the
+manager revokes the tokens of every other job, frees their volatile allocations and communicators, keeps their
+non-volatile ones for the owner, and frees the non-volatile allocations past the site's expiry. Nothing younger than
+``--min-age`` is touched (a job may have started after squeue answered).
 
 ``health`` (a timer on the controller runs it every few seconds) asks the manager's ``GET /health``. While the
 manager does not answer ok, the licence-only reservation ``msa_nam_down`` holds every ``nam`` and ``gce`` licence
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 
 from ansible_collections.msa.hpc.plugins.module_utils import _jobopts as J
@@ -43,6 +51,11 @@ DEFAULT_CONF = "/etc/nam-manager/client.conf"
 TOKEN_FILE = ".msa-nam-%s.token"
 RESERVATION = "msa_nam_down"  # licence-only reservation holding the NAM and GCE licences while the manager is down
 HEALTH_TIMEOUT = 5.0
+TOKEN_GRACE = 300   # seconds a job's token outlives its time limit (KillWait, the epilog's own run)
+SWEEP_MIN_AGE = 300
+# Job states after which a job holds nothing (anything else, pending included, is live for the sweep).
+ENDED = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+         "TIMEOUT"}
 
 
 def token_path(leader):
@@ -88,6 +101,36 @@ def allocation_name(job_id):
     """The name of a job's NAM allocation: from its id alone, never from the user (job_submit.lua refuses
     ``nam_name``; one given by hand in an old comment is ignored)."""
     return "slurm-%s" % S.check_job_id(job_id)
+
+
+def job_grant(records, grace=TOKEN_GRACE, nam_license=LICENSE_NAM, gce_license=LICENSE_GCE):
+    """What Slurm granted the job, for its token: ``uid``; ``aat_entries``, one per CPU of a job with a ``nam``
+    licence (one AAT entry per process), else none; ``communicators``, its ``gce`` licences (one per communicator);
+    ``ttl``, its longest component's time limit plus ``grace`` seconds (None: unlimited, the manager's longest)."""
+    limits = [r.get("time_limit") for r in records]
+    return {"uid": records[0]["uid"],
+            "aat_entries": sum(r.get("cpus") or 1 for r in records) if S.granted(records, nam_license) else 0,
+            "communicators": S.granted(records, gce_license),
+            "ttl": None if None in limits else max(limits) * 60 + int(grace)}
+
+
+def live_jobs(squeue="squeue", run=subprocess.run):
+    """Ids of every job (and heterogeneous job leader) Slurm still knows in a state that may hold NAM or GCE."""
+    try:
+        proc = run([squeue, "--json", "--states=all"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise HookError("cannot list the jobs with %s: %s" % (squeue, exc)) from None
+    if proc.returncode != 0:
+        raise HookError("cannot list the jobs with %s: %s" % (squeue, (proc.stderr or proc.stdout).strip()[:300]))
+    live = set()
+    for job in S.load_jobs(proc.stdout):
+        state = job.get("job_state")
+        states = set(state if isinstance(state, list) else [state])
+        if not states or not states <= ENDED:
+            live.update(str(job[k]) for k in ("job_id", "het_job_id") if job.get(k))
+    for job_id in live:
+        S.check_job_id(job_id, "squeue --json job_id")
+    return sorted(live, key=int)
 
 
 def leader_value(leader, key):
@@ -158,7 +201,8 @@ def prolog(env, opts, out, client_factory=make_client):
         try:
             nam = services(client_factory(opts.conf))[0]
             rec = allocate(nam, job_id, leader["user"], request) if request["size"] else None
-            token = nam.job_token(leader["user"], job_id)["token"]
+            grant = job_grant(records, opts.token_grace, opts.license, opts.gce_license)
+            token = nam.job_token(leader["user"], job_id, grant)["token"]
         except SERVICE_ERRORS as exc:
             raise HookError("job %s: %s" % (job_id, exc)) from None
         try:
@@ -183,10 +227,12 @@ def epilog(env, opts, out, client_factory=make_client):
     job_id = S.check_job_id(env.get("SLURM_HET_JOB_ID") or env.get("SLURM_JOB_ID"), "SLURM_JOB_ID")
     try:
         nam_service, gce_service = services(client_factory(opts.conf))
+        revoke(nam_service, job_id, out)
         nam = nam_service.free_job(job_id, keep_nonvolatile=True)
         gce = gce_service.free_job(job_id)
     except SERVICE_ERRORS as exc:
-        # The job is over whatever happens here; the allocation stays until an orphan sweep frees it.
+        # The job is over whatever happens here; the token expires with the job's time limit, and the sweep revokes
+        # it and frees the allocation sooner.
         out.write("nam epilog: job %s: %s (an orphan sweep frees it later)\n" % (job_id, exc))
         return 0
     if (nam or {}).get("freed") or (nam or {}).get("kept") or (gce or {}).get("released"):
@@ -195,6 +241,18 @@ def epilog(env, opts, out, client_factory=make_client):
                      nam.get("kept", []), gce.get("released")))
     remove_token(env, job_id, opts, out)
     return 0
+
+
+def revoke(nam_service, job_id, out):
+    """First of all: the job's code can do nothing more with its token (a failure is logged; the frees still run)."""
+    try:
+        revoked = nam_service.revoke_job_token(job_id)
+    except SERVICE_ERRORS as exc:
+        out.write("nam epilog: job %s: token not revoked: %s (it expires with the job's time limit; the sweep revokes "
+                  "it sooner)\n" % (job_id, exc))
+        return
+    if revoked.get("revoked"):
+        out.write("nam epilog: job %s: token revoked, %d AAT entries removed\n" % (job_id, revoked["detached"]))
 
 
 def remove_token(env, job_id, opts, out):
@@ -211,6 +269,23 @@ def remove_token(env, job_id, opts, out):
                     key="nam_token_file")
     except (OSError, U.UserFileError) as exc:
         out.write("nam epilog: job %s: token file not removed: %s\n" % (job_id, exc))
+
+
+def sweep(env, opts, out, client_factory=make_client):
+    """Hand the manager the live jobs: it revokes, frees and expires what ended jobs left (see the module doc)."""
+    live = live_jobs(opts.squeue)
+    try:
+        nam_service, gce_service = services(client_factory(opts.conf))
+        nam = nam_service.free_orphans(live, min_age=opts.min_age)
+        gce = gce_service.free_orphans(live, min_age=opts.min_age)
+    except SERVICE_ERRORS as exc:
+        raise HookError("the NAM/GCE manager did not sweep: %s" % exc) from None
+    if nam.get("freed") or nam.get("expired") or nam.get("kept") or nam.get("revoked") or gce.get("released"):
+        out.write("nam sweep: %d live jobs; tokens of ended jobs %s revoked, their allocations %s freed (%s) and "
+                  "non-volatile %s kept for their owners, expired non-volatile %s freed, communicators %s released\n"
+                  % (len(live), nam.get("revoked", []), nam.get("freed", []), format_size(nam.get("bytes") or 0),
+                     nam.get("kept", []), nam.get("expired", []), gce.get("released", [])))
+    return 0
 
 
 def manager_down(client):
@@ -244,7 +319,7 @@ def health(env, opts, out, client_factory=make_client):
 
 def parser(prog="msa-nam-hook"):
     ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("action", choices=("prolog", "epilog", "health"))
+    ap.add_argument("action", choices=("prolog", "epilog", "health", "sweep"))
     ap.add_argument("--conf", default=DEFAULT_CONF, help="client key=value file (url, user, password or token)")
     ap.add_argument("--license", default=LICENSE_NAM, help="licence counting the job's NAM in GiB")
     ap.add_argument("--gce-license", default=LICENSE_GCE, help="licence a job needs for the GCE")
@@ -257,6 +332,10 @@ def parser(prog="msa-nam-hook"):
                          "is down")
     ap.add_argument("--health-timeout", type=float, default=HEALTH_TIMEOUT,
                     help="health: seconds the manager may take to answer")
+    ap.add_argument("--token-grace", type=int, default=TOKEN_GRACE,
+                    help="prolog: seconds a job's token outlives the job's time limit")
+    ap.add_argument("--min-age", type=int, default=SWEEP_MIN_AGE,
+                    help="sweep: seconds an allocation, communicator or token must have lived before it is swept")
     return ap
 
 
@@ -264,7 +343,7 @@ def main(argv=None, env=None, out=sys.stdout, err=sys.stderr, prog="msa-nam-hook
     """Run one action; every failure is one line on ``err`` and an exit status, never a traceback."""
     env = os.environ if env is None else env
     opts = parser(prog).parse_args(argv)
-    action = {"prolog": prolog, "epilog": epilog, "health": health}[opts.action]
+    action = {"prolog": prolog, "epilog": epilog, "health": health, "sweep": sweep}[opts.action]
     return S.run_hook("nam", opts.action, lambda: action(env, opts, out, client_factory),
                       0 if opts.action == "epilog" else REQUEUE, env.get("SLURM_JOB_ID"), err,
                       (HookError, S.JobRecordError, U.UserFileError, V.ReservationError, OSError, ValueError),

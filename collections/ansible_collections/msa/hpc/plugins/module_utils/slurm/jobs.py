@@ -156,6 +156,9 @@ def record(job):
         raise JobRecordError("%s: het_job_offset %r is not a component index" % (where, offset))
     rec["het_job_offset"] = offset
     rec["state"] = _string(job, "job_state")
+    # what Slurm granted beyond licences (None: not known, e.g. a pending job; time limit None: unlimited)
+    rec["cpus"] = number(job.get("cpus"), minimum=1)
+    rec["time_limit"] = number(job.get("time_limit"), minimum=1)
     return rec
 
 
