@@ -8,7 +8,8 @@ import json
 import logging
 import re
 
-from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, dispatching
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import BodyError, TLSThreadingHTTPServer, \
+    dispatching
 from .engine import EmpError
 
 log = logging.getLogger("emp.api")
@@ -28,6 +29,7 @@ def make_server(master, address, port, token=None, seed_only=False, tls=None):
     class Handler(dispatching("GET", "POST", "PUT")):
         server_version = "emp-master/1"
         protocol_version = "HTTP/1.1"
+        max_body = 1 << 20  # a topology (.td text or its mapping) for PUT emp/topology and emp/run; a slave report
 
         def log_message(self, fmt, *args):  # the master keeps its own log
             pass
@@ -48,11 +50,11 @@ def make_server(master, address, port, token=None, seed_only=False, tls=None):
                 self.close_connection = True
 
         def _body(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            if not length:
+            raw = self.read_body()
+            if not raw:
                 return {}
             try:
-                data = json.loads(self.rfile.read(length).decode())
+                data = json.loads(raw.decode())
             except ValueError:
                 raise EmpError("request body is not JSON")
             if not isinstance(data, dict):
@@ -77,6 +79,8 @@ def make_server(master, address, port, token=None, seed_only=False, tls=None):
                 result = route(method, path, self._body() if method in ("POST", "PUT") else {})
             except EmpError as exc:
                 return self._send(exc.status, {"error": {"message": str(exc)}})
+            except BodyError as exc:
+                return self._send(exc.status, exc.document())
             except Exception as exc:  # a bug must answer 500 and be logged, not drop the client's connection
                 log.exception("%s /%s failed", method, path)
                 return self._send(500, {"error": {"message": "internal error: %s: %s" % (type(exc).__name__, exc)}})
