@@ -28,7 +28,7 @@ class Handler(BoundedRequests, BaseHTTPRequestHandler):
     server_version = "msa-bmc/1.0"
     sys_version = ""
     protocol_version = "HTTP/1.1"
-    max_body = MAX_BODY
+    max_body = MAX_UPLOAD  # and MAX_BODY unless the request is an authenticated upload (_body_limit)
 
     def setup(self):
         super().setup()

@@ -52,7 +52,7 @@ def _int(query, field, default=None):
 class Handler(dispatching("GET", "PUT", "POST")):
     protocol_version = "HTTP/1.1"
     server_version = "msa-rma/1"
-    max_body = 0  # a body only after its capability is checked, bounded by what that capability grants (_body)
+    max_body = MAX_TRANSFER  # and, once its capability is checked, what that capability grants (_body)
 
     def setup(self):
         super().setup()

@@ -31,7 +31,7 @@ HEADER_TIMEOUT = 10.0
 # Seconds a kept-alive connection may wait for its next request.
 IDLE_TIMEOUT = 30.0
 # Seconds a body may take, plus one second per BODY_RATE bytes of it.
-BODY_TIMEOUT = 20.0
+BODY_TIMEOUT = 10.0
 BODY_RATE = 1 << 20
 # Seconds one write of the answer may block.
 WRITE_TIMEOUT = 30.0
@@ -97,6 +97,7 @@ class BoundedRequests:
     ``read_body``. A service sets ``max_body``, the largest body it takes (bytes)."""
 
     max_body = 64 << 10
+    default_request_version = "HTTP/1.1"  # errors in the request line are answered with a status line too
     phase = "idle"
     deadline = 0.0
     header_bytes = 0
@@ -134,6 +135,40 @@ class BoundedRequests:
         finally:
             self._enter("idle", server.idle_timeout)
 
+    def parse_request(self):
+        words = str(self.raw_requestline, "iso-8859-1").split()
+        if words and len(words) != 3:
+            # no HTTP/0.9 (whose answers have no status line): a request line is METHOD TARGET VERSION
+            self.command, self.requestline = "", str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+            self.request_version = "HTTP/1.1"
+            self.close_connection = True
+            self.send_error(400, "Bad request line (not METHOD TARGET HTTP/1.x)")
+            return False
+        if not super().parse_request():
+            return False
+        if self.headers.defects:
+            # a header line without a colon: the parser took it and all after it for the body
+            self.send_error(400, "Malformed header line", "%s" % self.headers.defects[0])
+            return False
+        try:  # the headers' own errors are answered before anybody is asked who the client is: nothing is read
+            self.body_length(self.max_body, required=False)
+        except BodyError as exc:
+            self.refuse_body(exc)
+            return False
+        return True
+
+    def refuse_body(self, exc):
+        """Answer BodyError ``exc`` with its JSON document and end the connection."""
+        data = json.dumps(exc.document(), sort_keys=True).encode()
+        self.close_connection = True
+        self.send_response(exc.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
     def _body_pending(self):
         if self._body_read or self.headers is None:
             return False
@@ -147,8 +182,9 @@ class BoundedRequests:
             self.send_header("Connection", "close")
         super().end_headers()
 
-    def body_length(self, maximum=None):
-        """The request's validated ``Content-Length`` (0 when there is no body); BodyError when refused."""
+    def body_length(self, maximum=None, required=True):
+        """The request's validated ``Content-Length`` (0 when there is no body); BodyError when refused, and when
+        ``required`` and a POST, PUT or PATCH has none."""
         maximum = self.max_body if maximum is None else maximum
         coding = self.headers.get("Transfer-Encoding")
         if coding is not None:
@@ -159,7 +195,7 @@ class BoundedRequests:
                             % coding, "Transfer-Encoding", coding)
         values = self.headers.get_all("Content-Length") or []
         if not values:
-            if self.command in BODY_METHODS:
+            if required and self.command in BODY_METHODS:
                 raise BodyError(411, "Content-Length is required on %s (at most %d bytes)" % (self.command, maximum),
                                 "Content-Length", None)
             return 0
