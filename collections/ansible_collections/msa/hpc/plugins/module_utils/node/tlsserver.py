@@ -14,6 +14,7 @@ Standard library only: node services run it with the system's ``python3 -I``. Cl
 """
 from __future__ import annotations
 
+import email.errors
 import http.client
 import io
 import json
@@ -146,9 +147,10 @@ class BoundedRequests:
             return False
         if not super().parse_request():
             return False
-        if self.headers.defects:
-            # a header line without a colon: the parser took it and all after it for the body
-            self.send_error(400, "Malformed header line", "%s" % self.headers.defects[0])
+        if any(isinstance(d, email.errors.MissingHeaderBodySeparatorDefect) for d in self.headers.defects):
+            # a header line without a colon: the parser took it and all after it for the body (the message's other
+            # defects are about that body, such as a multipart boundary it cannot see: not ours to judge here)
+            self.send_error(400, "Malformed header line (no colon)")
             return False
         try:  # the headers' own errors are answered before anybody is asked who the client is: nothing is read
             self.body_length(self.max_body, required=False)
