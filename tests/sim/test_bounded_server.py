@@ -4,6 +4,7 @@ handler authenticated, chunked refused), the deadline of each phase, the header 
 the DCDB Collect Agent's memory bounds (issue 34)."""
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import threading
@@ -61,21 +62,16 @@ def connect(srv, peer="127.0.0.1"):
 
 
 def answer(sock):
-    """(status, JSON body, headers) of one answer, or None when the connection ends unanswered."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return None
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-    length = int(headers.get("content-length", 0))
-    while len(rest) < length:
-        rest += sock.recv(65536)
-    document = json.loads(rest[:length] or b"null") if headers.get("content-type") == "application/json" else None
-    return int(lines[0].split()[1]), document, headers
+    """(status, JSON body or None, headers) of one answer, or None when the connection ends unanswered."""
+    response = http.client.HTTPResponse(sock)
+    try:
+        response.begin()
+    except http.client.RemoteDisconnected:
+        return None
+    body = response.read()
+    document = json.loads(body) if (response.getheader("Content-Type") or "").startswith("application/json") \
+        else None
+    return response.status, document, {k.lower(): v for k, v in response.getheaders()}
 
 
 def closed(sock, within):
@@ -219,3 +215,25 @@ def test_the_collect_agent_bounds_its_pending_readings_and_its_job_table(tmp_pat
     for jobid, ts in (("1", 10), ("2", 20), ("3", 30)):
         jobs.seen(jobid, "/msa/cm/n01", ts)
     assert jobs.on("/msa/cm/n01", 10) == [] and jobs.on("/msa/cm/n01", 30) == ["3"] and jobs.forgotten == 1
+
+
+def test_the_bmc_takes_a_large_upload_only_from_an_authenticated_client(tmp_path):
+    from msa_sim.bmc import testing
+    service = testing.start(str(tmp_path), [{"name": "n1"}], {"ops": ("0ps-passw", "Administrator")})
+    host, port = service.servers["n1"].server_address[:2]
+    head = ("POST /redfish/v1/UpdateService/upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; "
+            "boundary=b\r\nContent-Length: %d\r\n%s\r\n")
+    try:
+        for auth, status in (("", 413), ("Authorization: Basic b3BzOjBwcy1wYXNzdw==\r\n", 400)):
+            with socket.create_connection((host, port), timeout=5) as sock:
+                sock.sendall((head % (1 << 20, auth)).encode())  # the head: a refusal reads none of the body
+                if auth:
+                    sock.sendall(b"x" * (1 << 20))
+                got = answer(sock)
+                assert got[0] == status, got
+                if status == 413:  # Redfish's error, naming the header and the value
+                    assert "Content-Length" in json.dumps(got[1]) and str(1 << 20) in json.dumps(got[1])
+                    assert got[2]["connection"] == "close"
+                # authenticated, the MiB was read and its form judged (not a multipart form: 400), not its size
+    finally:
+        service.stop()
