@@ -213,8 +213,8 @@ class BoundedRequests:
 
     def read_body(self, maximum=None):
         """The request's body (bytes, a bytearray), read under a deadline once its length passed ``body_length``.
-        Call it after authenticating the client. BodyError when refused; TimeoutError or a short body (BodyError
-        400) ends the connection."""
+        Call it after authenticating the client. BodyError when refused (its length), cut short (400) or not in
+        before its deadline (408); the connection then ends with the answer."""
         try:
             length = self.body_length(maximum)
         except BodyError:
@@ -243,11 +243,6 @@ class BoundedRequests:
         finally:
             self._enter("answer", self.server.write_timeout)
         return view
-
-    def read_json(self, maximum=None):
-        """The body as JSON (None when empty); ValueError when it is not JSON."""
-        raw = self.read_body(maximum)
-        return json.loads(raw) if raw.strip() else None
 
 
 BoundedHandler = type("BoundedHandler", (BoundedRequests, BaseHTTPRequestHandler), {})
@@ -315,8 +310,9 @@ class TLSThreadingHTTPServer(ThreadingHTTPServer):
             else:
                 self._peers[peer] = self._peers.get(peer, 0) + 1
         if full:
-            log.warning("connection from %s closed: %d connections from it or %d in all are open",
-                        peer, self.max_per_peer, self.max_connections)
+            if self.refused_connections % 100 == 1:  # the first of each hundred: a flood must not flood the log
+                log.warning("connection from %s closed: %d connections from it or %d in all are open (%d closed so "
+                            "far)", peer, self.max_per_peer, self.max_connections, self.refused_connections)
             self.shutdown_request(request)
             return
         try:
