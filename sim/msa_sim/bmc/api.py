@@ -9,17 +9,26 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler
 
-from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, server_context
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import (BodyError, BoundedRequests,
+                                                                             TLSThreadingHTTPServer, server_context)
 from msa_sim.bmc.backend import make_backend
+from msa_sim.bmc.resource import Fail
 from msa_sim.bmc.service import Bmc
 from msa_sim.bmc.store import Store
+from msa_sim.bmc.update import MAX_IMAGE
 
 
-class Handler(BaseHTTPRequestHandler):
+# Redfish requests are small JSON documents (a session login, a reset, a PATCH); only an authenticated multipart
+# firmware upload is larger (the UpdateService's MaxImageSizeBytes and its form around it).
+MAX_BODY = 16 << 10
+MAX_UPLOAD = MAX_IMAGE + (64 << 10)
+
+
+class Handler(BoundedRequests, BaseHTTPRequestHandler):
     server_version = "msa-bmc/1.0"
     sys_version = ""
     protocol_version = "HTTP/1.1"
-    timeout = 60
+    max_body = MAX_UPLOAD  # and MAX_BODY unless the request is an authenticated upload (_body_limit)
 
     def setup(self):
         super().setup()
@@ -28,10 +37,26 @@ class Handler(BaseHTTPRequestHandler):
         if isinstance(self.request, ssl.SSLSocket):
             self.request.do_handshake()
 
+    def _body_limit(self):
+        """MAX_UPLOAD for a multipart POST whose credentials are valid (checked before a byte of it is read),
+        MAX_BODY for everything else: a session login carries its credentials in a small body."""
+        if self.command != "POST" or \
+                not (self.headers.get("Content-Type") or "").lower().startswith("multipart/form-data"):
+            return MAX_BODY
+        try:
+            who = self.server.bmc._authenticate({k.lower(): v for k, v in self.headers.items()}, optional=True)
+        except Fail:
+            who = None
+        return MAX_UPLOAD if who is not None else MAX_BODY
+
     def _serve(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length > 0 else b""
-        response = self.server.bmc.handle(self.command, self.path, self.headers, body)
+        try:
+            body = bytes(self.read_body(self._body_limit()))
+        except BodyError as exc:
+            response = Fail(exc.status, "GeneralError", exc.message, "Send the body with a Content-Length of at "
+                            "most the size this resource takes.", args=[exc.header, str(exc.value)]).response()
+        else:
+            response = self.server.bmc.handle(self.command, self.path, self.headers, body)
         payload = response.payload()
         self.send_response(response.status)
         for key, value in response.headers.items():

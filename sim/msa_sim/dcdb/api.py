@@ -26,7 +26,8 @@ import logging
 import time
 import urllib.parse
 
-from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, dispatching
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import BodyError, TLSThreadingHTTPServer, \
+    dispatching
 
 LOG = logging.getLogger("dcdb.api")
 MAX_SERIES = 1000
@@ -158,6 +159,7 @@ class Handler(dispatching("GET", "POST", handler="_handle")):
     server_version = "dcdb-collectagent/1"
     protocol_version = "HTTP/1.1"
     agent = None
+    max_body = 64 << 10  # a Grafana /search or /query document
 
     def log_message(self, fmt, *args):
         LOG.debug("%s " + fmt, self.address_string(), *args)
@@ -188,10 +190,7 @@ class Handler(dispatching("GET", "POST", handler="_handle")):
         return expected is not None and hmac.compare_digest(expected.encode(), password.encode())
 
     def _body(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > 10 * 1024 * 1024:
-            raise ApiError(413, "request body larger than 10 MiB")
-        raw = self.rfile.read(length) if length else b""
+        raw = self.read_body()
         if not raw:
             return {}
         try:
@@ -204,10 +203,10 @@ class Handler(dispatching("GET", "POST", handler="_handle")):
         parts = [urllib.parse.unquote(p) for p in url.path.split("/") if p]
         params = urllib.parse.parse_qs(url.query)
         try:
-            body = self._body() if method == "POST" else {}
             if not self._authorized():
                 self._send(401, {"error": "authentication required"}, {"WWW-Authenticate": 'Basic realm="dcdb"'})
                 return
+            body = self._body() if method == "POST" else {}
             agent = self.agent
             if not parts:
                 self._send(200, {"status": "ok", "sensors": len(agent.tree), "connected": agent.connected})
@@ -230,6 +229,8 @@ class Handler(dispatching("GET", "POST", handler="_handle")):
                 raise ApiError(404, "no such endpoint: %s %s" % (method, url.path))
         except ApiError as exc:
             self._send(exc.status, {"error": str(exc)})
+        except BodyError as exc:
+            self._send(exc.status, exc.document())
         except Exception as exc:  # a bug must answer 500, not kill the connection
             LOG.exception("request %s %s failed", method, self.path)
             self._send(500, {"error": "internal error: %s" % exc})

@@ -60,6 +60,12 @@ class AgentConfig:
         self.batch_size = max(1, as_int(get("batchSize"), 5000, "global.batchSize"))
         self.batch_interval = max(1, as_int(get("batchInterval"), 200, "global.batchInterval")) / 1000.0
         self.max_pending = max(1, as_int(get("maxPendingMessages"), 100000, "global.maxPendingMessages"))
+        # the agent's memory: readings waiting for the store (in all, and per message, that is per topic and
+        # publish), and the jobs remembered per node; past each bound the oldest go first, and are counted
+        self.max_pending_readings = max(1, as_int(get("maxPendingReadings"), 200000, "global.maxPendingReadings"))
+        self.max_message_readings = max(1, as_int(get("maxReadingsPerMessage"), 10000,
+                                                  "global.maxReadingsPerMessage"))
+        self.max_jobs_per_node = max(1, as_int(get("maxJobsPerNode"), 256, "global.maxJobsPerNode"))
         self.job_sensor = get("jobSensor", "jobid")
         self.job_grace_ns = as_int(get("jobGrace"), 5000, "global.jobGrace") * 1000000
         sacct = get("sacct", "auto")
@@ -91,16 +97,26 @@ def expand_hostlist(text):
     return [] if text in ("", "(null)") else expand_hosts(text)
 
 
-class JobTracker:
-    """In-memory view of which jobs run on which node, fed by ``…/<group>/jobid`` readings."""
+FINISHED_CACHE = 1024  # finished jobs whose sacct record is kept in memory
 
-    def __init__(self, grace_ns):
+
+class JobTracker:
+    """In-memory view of which jobs run on which node, fed by ``…/<group>/jobid`` readings: at most ``max_jobs``
+    per node (the job seen longest ago is forgotten first, and counted in ``forgotten``; the store keeps them all)."""
+
+    def __init__(self, grace_ns, max_jobs=256):
         self.grace_ns = grace_ns
+        self.max_jobs = max_jobs
+        self.forgotten = 0
         self._nodes = collections.defaultdict(dict)
 
     def seen(self, jobid, node, ts):
-        span = self._nodes[node].get(jobid)
-        self._nodes[node][jobid] = (min(span[0], ts), max(span[1], ts)) if span else (ts, ts)
+        jobs = self._nodes[node]
+        span = jobs.get(jobid)
+        jobs[jobid] = (min(span[0], ts), max(span[1], ts)) if span else (ts, ts)
+        if len(jobs) > self.max_jobs:
+            del jobs[min(jobs, key=lambda j: jobs[j][1])]
+            self.forgotten += 1
 
     def on(self, node, ts):
         """Jobs running on ``node`` at ``ts``, the latest-started last."""
@@ -115,13 +131,15 @@ class CollectAgent:
         self.store = store or open_store(config.storage)
         self.tree = SensorTree(self.store.topics())
         self.operators = load_operators(config.analytics)
-        self.jobs = JobTracker(config.job_grace_ns)
+        self.jobs = JobTracker(config.job_grace_ns, config.max_jobs_per_node)
         self.counters = collections.Counter()
         self.last_rejects = collections.deque(maxlen=20)
         self.connected = False
         self._pending = queue.Queue(maxsize=config.max_pending)
         self._client_factory = client_factory
-        self._finished_jobs = {}
+        self._finished_jobs = collections.OrderedDict()  # sacct's records of finished jobs, the last FINISHED_CACHE
+        self._pending_readings = 0
+        self._pending_lock = threading.Lock()
         self._client = None
         self._stop = threading.Event()
         self._idle = threading.Event()
@@ -144,9 +162,29 @@ class CollectAgent:
             return 0
         self.counters["messages"] += 1
         self.counters["received"] += len(readings)
+        if len(readings) > self.config.max_message_readings:  # readings come oldest first: keep the newest
+            self._shed(len(readings) - self.config.max_message_readings, topic, "maxReadingsPerMessage")
+            readings = readings[-self.config.max_message_readings:]
+        with self._pending_lock:
+            self._pending_readings += len(readings)
+            while self._pending_readings > self.config.max_pending_readings:
+                try:
+                    oldest, dropped = self._pending.get_nowait()
+                except queue.Empty:
+                    break
+                self._pending_readings -= len(dropped)
+                self._shed(len(dropped), oldest, "maxPendingReadings")
         self._idle.clear()
         self._pending.put((topic, readings))
         return len(readings)
+
+    def _shed(self, count, topic, bound):
+        """Count ``count`` readings of ``topic`` dropped to stay within ``bound`` (logged now and then)."""
+        self.counters["shed"] += count
+        if self.counters["shed_events"] % 1000 == 0:
+            LOG.warning("dropped %d readings of %s to stay within %s (%d dropped so far)", count, topic[:200],
+                        bound, self.counters["shed"])
+        self.counters["shed_events"] += 1
 
     def _on_message(self, client, userdata, msg):
         self.ingest(msg.topic, msg.payload)
@@ -215,6 +253,8 @@ class CollectAgent:
                     break
                 batch.append(item)
                 size += len(item[1])
+            with self._pending_lock:
+                self._pending_readings -= size
             try:
                 self.process(batch)
             except Exception as exc:  # keep the agent alive; the batch is counted as lost
@@ -281,6 +321,8 @@ class CollectAgent:
                    if str(jobid) in (str(e.get("job_id")), str((e.get("het") or {}).get("job_id")))]
         if entries and all(int((e.get("time") or {}).get("end") or 0) for e in entries):
             self._finished_jobs[str(jobid)] = entries  # a finished job's record no longer changes
+            while len(self._finished_jobs) > FINISHED_CACHE:
+                self._finished_jobs.popitem(last=False)
         return entries
 
     def _sacct_part(self, entry):
@@ -306,12 +348,15 @@ class CollectAgent:
             ("readings_received_total", "counter", "Readings received in valid MQTT messages.", c["received"]),
             ("readings_stored_total", "counter", "Readings written to the store.", c["stored"]),
             ("readings_dropped_total", "counter", "Readings lost because a store write failed.", c["lost"]),
+            ("readings_shed_total", "counter", "Readings dropped, oldest first, to stay within maxPendingReadings "
+             "and maxReadingsPerMessage.", c["shed"]),
+            ("jobs_forgotten_total", "counter", "Jobs dropped from a node's in-memory job table (maxJobsPerNode; the "
+             "store keeps them).", self.jobs.forgotten),
             ("messages_received_total", "counter", "Valid MQTT messages received.", c["messages"]),
             ("messages_rejected_total", "counter", "MQTT messages rejected (bad topic or payload).", c["rejected"]),
             ("store_errors_total", "counter", "Failed store transactions.", c["store_errors"]),
             ("analytics_readings_total", "counter", "Readings produced by the analytics operators.", c["analytics"]),
-            ("pending_readings", "gauge", "Readings received and not yet stored.",
-             c["received"] - c["stored"] - c["lost"]),
+            ("pending_readings", "gauge", "Readings received and not yet stored.", self._pending_readings),
             ("lag_seconds", "gauge", "Age of the newest reading of the last stored batch when it was stored.",
              round(self.lag_s, 3)),
             ("broker_connected", "gauge", "1 while connected to the MQTT broker.", int(self.connected)),

@@ -7,7 +7,8 @@ import json
 import logging
 import re
 
-from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, dispatching
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import BodyError, TLSThreadingHTTPServer, \
+    dispatching
 from .auth import identify
 from .engine import EmpError
 
@@ -29,6 +30,7 @@ def make_server(master, address, port, token=None, seed_only=False, tls=None, sl
     class Handler(dispatching("GET", "POST", "PUT")):
         server_version = "emp-master/1"
         protocol_version = "HTTP/1.1"
+        max_body = 1 << 20  # a topology (.td text or its mapping) for PUT emp/topology and emp/run; a slave report
 
         def log_message(self, fmt, *args):  # the master keeps its own log
             pass
@@ -49,11 +51,11 @@ def make_server(master, address, port, token=None, seed_only=False, tls=None, sl
                 self.close_connection = True
 
         def _body(self):
-            length = int(self.headers.get("Content-Length") or 0)
-            if not length:
+            raw = self.read_body()
+            if not raw:
                 return {}
             try:
-                data = json.loads(self.rfile.read(length).decode())
+                data = json.loads(raw.decode())
             except ValueError:
                 raise EmpError("request body is not JSON")
             if not isinstance(data, dict):
@@ -79,6 +81,8 @@ def make_server(master, address, port, token=None, seed_only=False, tls=None, sl
                 result = route(method, path, body)
             except EmpError as exc:
                 return self._send(exc.status, {"error": {"message": str(exc)}})
+            except BodyError as exc:
+                return self._send(exc.status, exc.document())
             except Exception as exc:  # a bug must answer 500 and be logged, not drop the client's connection
                 log.exception("%s /%s failed", method, path)
                 return self._send(500, {"error": {"message": "internal error: %s: %s" % (type(exc).__name__, exc)}})

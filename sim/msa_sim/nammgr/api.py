@@ -56,13 +56,17 @@ from urllib.parse import parse_qs, urlsplit
 
 from ansible_collections.msa.hpc.plugins.module_utils import _gce as G
 from ansible_collections.msa.hpc.plugins.module_utils._nam import SizeError, parse_size
-from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, dispatching
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import BodyError, TLSThreadingHTTPServer, \
+    dispatching
 from msa_sim.nammgr import munge
 from msa_sim.nammgr.fields import ApiError, bool_ as _bool, count as _count, ident as _ident, process as _process
 from msa_sim.nammgr.store import StoreError
 
 log = logging.getLogger("nam-manager")
-MAX_BODY = 4 << 20
+# Bodies are small JSON documents; the largest is an orphan sweep's list of live jobs. The open routes (the munge
+# credential exchange) take less, since anyone may send them.
+MAX_BODY = 1 << 20
+MAX_OPEN_BODY = 16 << 10
 MAX_SIZE = 1 << 62
 
 
@@ -169,6 +173,7 @@ class Handler(dispatching("GET", "POST", "DELETE")):
     protocol_version = "HTTP/1.1"
     server_version = "nam-manager/1"
     routes = []
+    max_body = MAX_BODY
 
     def setup(self):
         super().setup()
@@ -193,11 +198,8 @@ class Handler(dispatching("GET", "POST", "DELETE")):
     def _error(self, status, code, message, headers=None, **details):
         self._send(status, {"error": dict(details, code=code, message=message)}, headers)
 
-    def _body(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            raise ApiError(400, "invalid", "request body of %d bytes is too large" % length)
-        raw = self.rfile.read(length) if length else b""
+    def _body(self, maximum):
+        raw = self.read_body(maximum)
         if not raw.strip():
             return {}
         try:
@@ -226,7 +228,6 @@ class Handler(dispatching("GET", "POST", "DELETE")):
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         try:
-            body = self._body() if method in ("POST", "PUT", "DELETE") else {}
             for route_method, pattern, func, open_route, job_ok in self.routes:
                 m = pattern.match(url.path.rstrip("/") or "/")
                 if m is None:
@@ -243,6 +244,9 @@ class Handler(dispatching("GET", "POST", "DELETE")):
                     if who.job is not None and not job_ok:
                         return self._error(403, "forbidden", "a job's token may not %s %s (only its owner's "
                                            "allocations and communicators)" % (method, url.path))
+                # the body is read only now, once its sender is known (or the route is open, and takes little)
+                body = self._body(MAX_OPEN_BODY if open_route else MAX_BODY) if method in ("POST", "PUT", "DELETE") \
+                    else {}
                 status, payload = func(self.server.manager, who, body, query, *m.groups())
                 return self._send(status, payload)
             if any(r[1].match(url.path.rstrip("/") or "/") for r in self.routes):
@@ -250,6 +254,8 @@ class Handler(dispatching("GET", "POST", "DELETE")):
             return self._error(404, "not_found", "no such endpoint: %s" % url.path)
         except StoreError as exc:
             return self._error(exc.status, exc.code, exc.message, **exc.details)
+        except BodyError as exc:
+            return self._send(exc.status, exc.document())
         except Exception as exc:  # an unexpected fault must still answer, and be logged with its traceback
             log.exception("%s %s failed", method, self.path)
             return self._error(500, "internal", "internal error: %s" % exc.__class__.__name__)

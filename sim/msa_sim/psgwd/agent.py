@@ -39,7 +39,8 @@ import threading
 import time
 
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.jobs import JobRecordError, check_job_id
-from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, dispatching
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import BodyError, TLSThreadingHTTPServer, \
+    dispatching
 from msa_sim.psgwd import forward as fwd
 from msa_sim.psgwd import policy
 from msa_sim.psgwd import tunnel
@@ -418,6 +419,7 @@ class Agent:
 
 class Handler(dispatching("GET", "POST", "DELETE")):
     server_version = "psgw-agent/1"
+    max_body = 256 << 10  # a job's start: its id, port and node pairs
 
     def log_message(self, fmt, *args):
         log.info("%s %s", self.address_string(), fmt % args)
@@ -456,9 +458,8 @@ class Handler(dispatching("GET", "POST", "DELETE")):
             if path == "/v1/jobs" and method == "GET":
                 return self._send(200, agent.list())
             if path == "/v1/jobs" and method == "POST":
-                length = int(self.headers.get("Content-Length") or 0)
                 try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
+                    body = json.loads(self.read_body() or b"{}")
                 except ValueError:
                     raise AgentError(400, "request body is not JSON")
                 if not isinstance(body, dict) or "job" not in body:
@@ -473,6 +474,8 @@ class Handler(dispatching("GET", "POST", "DELETE")):
             raise AgentError(404, "no such resource: %s %s" % (method, path))
         except AgentError as exc:
             return self._send(exc.status, {"error": {"message": str(exc)}})
+        except BodyError as exc:
+            return self._send(exc.status, exc.document())
 
 
 class AgentServer(TLSThreadingHTTPServer):

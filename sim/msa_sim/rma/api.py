@@ -19,7 +19,9 @@ import re
 import socket
 from urllib.parse import parse_qs, urlsplit
 
-from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLSThreadingHTTPServer, dispatching
+from ansible_collections.msa.hpc.plugins.module_utils import _gce as G
+from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import BodyError, TLSThreadingHTTPServer, \
+    dispatching
 from msa_sim.rma import capability as C
 from msa_sim.rma.collective import CollectiveError
 from msa_sim.rma.memory import AccessError
@@ -50,6 +52,7 @@ def _int(query, field, default=None):
 class Handler(dispatching("GET", "PUT", "POST")):
     protocol_version = "HTTP/1.1"
     server_version = "msa-rma/1"
+    max_body = MAX_TRANSFER  # and, once its capability is checked, what that capability grants (_body)
 
     def setup(self):
         super().setup()
@@ -73,24 +76,10 @@ class Handler(dispatching("GET", "PUT", "POST")):
             err.update(field=field, value=value)
         self._send(status, {"error": err})
 
-    def _body(self):
-        raw = self.headers.get("Content-Length") or "0"
-        if not raw.isdigit():
-            raise ApiError(400, "invalid", "Content-Length %r is not a number" % raw, "Content-Length", raw)
-        length = int(raw)
-        if length > MAX_TRANSFER:
-            # the body is not read: the connection is closed after the answer
-            self.close_connection = True
-            raise ApiError(413, "too_large", "length %d is more than the %d bytes one request may carry"
-                           % (length, MAX_TRANSFER), "length", length)
-        view = bytearray(length)
-        got = 0
-        while got < length:
-            n = self.rfile.readinto(memoryview(view)[got:])
-            if not n:
-                raise ApiError(400, "invalid", "the body ended after %d of %d bytes" % (got, length))
-            got += n
-        return view
+    def _body(self, maximum):
+        """The body, at most ``maximum`` bytes (the allocation's size or the GCE's operation size, and MAX_TRANSFER)
+        and read only once the capability was checked."""
+        return self.read_body(min(MAX_TRANSFER, maximum))
 
     def _claims(self, kind, ident, field):
         header = self.headers.get("Authorization") or ""
@@ -123,6 +112,8 @@ class Handler(dispatching("GET", "PUT", "POST")):
                                % (self.server.kind.upper(), method, url.path))
         except ApiError as exc:
             return self._error(exc.status, exc.code, exc.message, exc.field, exc.value)
+        except BodyError as exc:
+            return self._error(exc.status, BodyError.CODES[exc.status], exc.message, exc.header, exc.value)
         except AccessError as exc:
             return self._error(exc.status, "out_of_bounds" if exc.status == 400 else "refused", str(exc),
                                exc.field, exc.value)
@@ -137,7 +128,7 @@ class Handler(dispatching("GET", "PUT", "POST")):
         memory = self.server.memory
         if method == "PUT" and not rest:
             offset = _int(query, "offset")
-            data = self._body()
+            data = self._body(int(claims.get("size") or 0))
             return self._send(200, {"written": memory.put(claims, offset, data)})
         if method == "GET" and not rest:
             offset, length = _int(query, "offset"), _int(query, "length")
@@ -156,7 +147,7 @@ class Handler(dispatching("GET", "PUT", "POST")):
 
     def _gce(self, comm, query):
         claims = self._claims("gce", comm, "comm")
-        data = self._body()
+        data = self._body(G.MAX_OPERATION_SIZE)
         result = self.server.engine.allreduce(
             claims, _int(query, "rank"), _int(query, "seq"), query.get("op", ""), query.get("datatype", ""),
             data, _int(query, "timeout", 60))

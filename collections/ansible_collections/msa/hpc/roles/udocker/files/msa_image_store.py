@@ -17,17 +17,19 @@ import sys
 from http.server import SimpleHTTPRequestHandler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tlsserver import TLSThreadingHTTPServer  # noqa: E402  (installed beside this file, root-owned)
+from tlsserver import BoundedRequests, TLSThreadingHTTPServer  # noqa: E402  (installed beside this file, root-owned)
 
 REALM = "msa-image-store"
 
 
-class StoreHandler(SimpleHTTPRequestHandler):
-    """GET/HEAD of the store's files for the store's one account; 401 otherwise, 404 for directories."""
+class StoreHandler(BoundedRequests, SimpleHTTPRequestHandler):
+    """GET/HEAD of the store's files for the store's one account; 401 otherwise, 404 for directories. It reads no
+    body: a request that carries one is answered and its connection closed (tlsserver's deadlines and caps)."""
 
     server_version = "msa-image-store"
     sys_version = ""
     credentials = (b"", b"")  # (user, password), set by make_server; an empty password is never accepted
+    max_body = 0
 
     def _authorized(self):
         scheme, value = ((self.headers.get("Authorization") or "").split(" ", 1) + [""])[:2]
