@@ -59,6 +59,8 @@ def test_a_slave_reports_for_its_own_node(fabric):
     ("PUT", "emp/topology", {"td": "x"}, "may only report"),
     ("POST", "emp/run", {"routing": "UpDown"}, "may only report"),
     ("GET", "network/status", None, "may only report"),
+    ("GET", "nodes/1/../../network/status", None, "may only report"),
+    ("PUT", "nodes/1", {}, "may only report"),
 ])
 def test_a_slave_token_is_refused_everything_else(fabric, method, path, body, refusal):
     master, url, guid = fabric
@@ -68,6 +70,18 @@ def test_a_slave_token_is_refused_everything_else(fabric, method, path, body, re
     with pytest.raises(ctrl.CtrlError, match="HTTP 403.*%s" % refusal):
         ctrl.call(url, method, path, body, "slave-1")
     assert fabric_state(master) == before
+
+
+def test_a_slave_token_reads_the_nodes_state_for_its_health_check(fabric):
+    """What msa-hpc-healthcheck asks with the node's own token: its node, its links, a neighbour's state."""
+    dummy, url, guid = fabric
+    ctrl.call(url, "POST", "slaves/report", {"guid": hex(guid[1]), "node_id": 1}, "slave-1")
+    assert isinstance(ctrl.call(url, "GET", "nodes", None, "slave-1"), list)
+    for path in ("nodes/1", "nodes/1/link", "nodes/2"):
+        try:
+            ctrl.call(url, "GET", path, None, "slave-1")
+        except ctrl.CtrlError as exc:  # a node the fabric does not know yet is 404, never a refusal
+            assert "HTTP 404" in str(exc), exc
 
 
 def test_the_masters_token_still_administers_and_unknown_tokens_get_401(fabric):

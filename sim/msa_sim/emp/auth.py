@@ -13,6 +13,8 @@ from .engine import EmpError
 
 _LINE = re.compile(r"^(0x[0-9a-fA-F]+|\d+)\s+(\d+|-)\s+([0-9a-f]{64})$")
 SLAVE_ENDPOINT = ("POST", "slaves/report")
+# what a slave may read: the nodes' list, a node, and a node's units (link, xbar, ...): no writes, no network control
+_NODE_READ = re.compile(r"^nodes(/\d+(/[a-z]+)?)?$")
 
 
 class Principal:
@@ -31,15 +33,17 @@ class Principal:
             self.guid, "-" if self.node_id is None else self.node_id)
 
     def check_endpoint(self, method, path):
-        """Raise EmpError 403 unless this principal may call the endpoint at all (before its body is read)."""
-        if not self.admin and (method, path) != SLAVE_ENDPOINT:
-            raise EmpError("%s may only report (POST slaves/report), not %s %s" % (self, method, path), 403)
+        """Raise EmpError 403 unless this principal may call the endpoint at all (before its body is read). A slave
+        may report, and read the nodes' state (the node's health check asks for its own node and its neighbours')."""
+        if self.admin or (method, path) == SLAVE_ENDPOINT or (method == "GET" and _NODE_READ.match(path)):
+            return
+        raise EmpError("%s may only report (POST slaves/report) and read nodes, not %s %s" % (self, method, path), 403)
 
     def authorise(self, method, path, body):
         """Raise EmpError 403 unless this principal may make the request (body already parsed)."""
         self.check_endpoint(method, path)
-        if self.admin:
-            return
+        if self.admin or (method, path) != SLAVE_ENDPOINT:
+            return  # the administrator, or a slave's read of the nodes
         try:
             guid = int(str(body.get("guid")), 0)
         except (TypeError, ValueError):
