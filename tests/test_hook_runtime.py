@@ -21,8 +21,8 @@ MODULE_UTILS = BUNDLE / "collections/ansible_collections/msa/hpc/plugins/module_
 PREFIX = "ansible_collections.msa.hpc.plugins.module_utils"
 
 
-def _node_program(role, tasks_file="main.yml"):
-    """The ``vars`` of the role's include of hook_runtime's code (its entry points)."""
+def _node_program(role, tasks_file="install.yml"):
+    """The ``vars`` of the role's include of hook_runtime's code (its entry points; in its image task file)."""
     tasks = yaml.safe_load((ROLES / role / "tasks" / tasks_file).read_text())
     return next(t for t in tasks if t.get("ansible.builtin.include_role", {}).get("tasks_from") == "code")["vars"]
 
@@ -33,7 +33,7 @@ def programs():
             yaml.safe_load((ROLES / "hook_runtime/defaults/main.yml").read_text())["hook_runtime_entry_points"],
             "node health check": _node_program("slurm_healthcheck")["hook_runtime_entry_points"],
             "node reboot program": _node_program("slurm_reboot")["hook_runtime_entry_points"],
-            "node gateway routes": _node_program("gateway", "node_routes.yml")["hook_runtime_entry_points"]}
+            "node gateway routes": _node_program("gateway", "node_routes_install.yml")["hook_runtime_entry_points"]}
 
 
 def entry_points():

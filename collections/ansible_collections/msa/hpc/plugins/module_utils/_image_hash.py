@@ -117,6 +117,8 @@ def variable_closure(raw_vars, defaults, seeds):
 _TASKS_REF = re.compile(r"tasks_from:\s*[\"']?([\w-]+)|([\w-]+\.ya?ml)\b")
 _ROLE_REF = re.compile(r"\bmsa\.hpc\.(\w+)|\.\./(\w+)/(?:templates|files|tasks)/")
 _TEMPLATE_REF = re.compile(r"([\w.-]+\.j2)\b")
+# A YAML comment: a whole line, or after a blank (a file or role a comment names is not read by the task).
+_COMMENT = re.compile(r"(?m)(?:^|\s)#(?![#{}]).*$")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -142,7 +144,7 @@ def image_files(roles_dir, entries):
         if not rel.endswith((".yml", ".yaml")):
             continue
         with open(os.path.join(roles_dir, rel), encoding="utf-8") as handle:
-            text = handle.read()
+            text = _COMMENT.sub("", handle.read())
         near = {role} | {a or b for a, b in _ROLE_REF.findall(text)}
         wanted = [("tasks", (a + ".yml") if a else b) for a, b in _TASKS_REF.findall(text)]
         wanted += [("templates", t) for t in _TEMPLATE_REF.findall(text)]
