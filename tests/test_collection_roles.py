@@ -12,6 +12,10 @@ from tests.collection_helpers import BUNDLE, COLLECTION, BIN, run, role_dirs
 
 # Roles: meta/argument_specs.yml and defaults/main.yml agree --------------------------------------------------------
 
+# Switches of the whole collection that a role reads too (collection docs/images.md), declared by every role that does.
+COLLECTION_SWITCHES = {"msa_deploy_mode"}
+
+
 def allowed_prefixes(role):
     """A role's variables start with its name; a role named <family>_<part> may also use <family>_ (slurm_common → slurm_; slurmctld uses slurmctld_)."""
     prefixes = {role + "_"}
@@ -70,7 +74,7 @@ def role_problems(role):
     prefixes = allowed_prefixes(role.name)
     for name, spec in declared.items():
         spec = spec or {}
-        if not any(name.startswith(p) for p in prefixes):
+        if not any(name.startswith(p) for p in prefixes) and name not in COLLECTION_SWITCHES:
             problems.append("option %s does not start with %s" % (name, " or ".join(sorted(prefixes))))
         if "default" not in spec:
             continue
