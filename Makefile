@@ -15,7 +15,7 @@ endif
 STAMP = printf '[%s] == %s\n' "$$(date +%H:%M:%S)"
 STEP = @$(STAMP)
 
-.PHONY: setup demo sim-up sim-down site test unit lint molecule verify bench bench-system clean ee runner
+.PHONY: setup demo sim-up sim-down site image test unit lint molecule verify bench bench-system clean ee runner
 
 setup:            ## packages, host fixes, venv, node image (each skipped when already there)
 	bash scripts/setup.sh
@@ -31,6 +31,10 @@ sim-down:         ## remove the simulated system's containers and networks
 site:             ## deploy the whole stack onto the (simulated or real) system
 	$(STEP) "site.yml on $(SYSTEM) (site $(SITE))"
 	$(BIN)/ansible-playbook $(INVENTORY) playbooks/site.yml
+
+image: setup      ## node images of the software sets (playbooks/image.yml, msa_image_build); nothing is built when none changed
+	$(STEP) "image.yml on $(SYSTEM) (site $(SITE))"
+	$(BIN)/ansible-playbook $(INVENTORY) playbooks/image.yml
 
 demo: sim-up site ## the README's first command: simulated system, full stack, a modular workflow
 	$(STEP) "demo workflow"
