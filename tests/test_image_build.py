@@ -88,6 +88,14 @@ def test_image_task_files_write_no_secret_and_start_no_service(rel):
         assert not PER_NODE.search(text), "%s: %r reads a per-node value in image mode" % (rel, name)
 
 
+def test_image_templates_read_no_per_node_value():
+    files, _ = H.image_files(str(ROLES), [(role, install) for role, install, _, _ in entries(compute_set()["roles"])])
+    templates = [f for f in files if "/templates/" in f]
+    assert templates, "the image task files install no template: the check below would check nothing"
+    for rel in templates:
+        assert not PER_NODE.search((ROLES / rel).read_text()), "%s reads a per-node value" % rel
+
+
 def test_the_secret_writes_of_the_compute_roles_are_all_behind_the_image_guard():
     """The no_log tasks (every key, token, password the roles write) of each role entry are in its configure file,
     and the entry imports that file only when not in image mode: the check above cannot pass by having no role."""

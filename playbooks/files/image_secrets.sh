@@ -12,8 +12,8 @@ done
 # shellcheck disable=SC2086 # $dirs is a list of paths without blanks
 {
   find $dirs -xdev \( -path /var/lib/dpkg -o -path /var/lib/apt -o -path /var/lib/ucf \) -prune -o -type f \( \
-      -name munge.key -o -name '*.token' -o -name '*.key' -o -name '*password*' -o -name '*.secret' \
-      -o -name '*.account' -o -name 'ssh_host_*_key' -o -name 'id_rsa' -o -name 'id_ecdsa' -o -name 'id_ed25519' \
+      -name munge.key -o -name '*.token' -o -name '*.key' -o -name '*.password' -o -name '*.passwd' -o -name '*.secret' \
+      -o -name '.pgpass' -o -name '*.account' -o -name 'ssh_host_*_key' -o -name 'id_rsa' -o -name 'id_ecdsa' -o -name 'id_ed25519' \
       -o -name '*.pem' -path '*/private/*' \) -print 2>/dev/null
   find $dirs -xdev \( -path /var/lib/dpkg -o -path /var/lib/apt \) -prune -o -type f -size -1024k \
       -exec grep -lIs -e '-----BEGIN [A-Z ]*PRIVATE KEY-----' {} + 2>/dev/null

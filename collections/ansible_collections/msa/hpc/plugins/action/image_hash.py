@@ -41,7 +41,7 @@ def _load(path):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("roles", "set", "variables", "old_labels"))
+    _VALID_ARGS = frozenset(("roles", "set", "variables", "files", "old_labels"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -55,6 +55,9 @@ class ActionModule(ActionBase):
         seeds = args.get("variables") or []
         if not isinstance(seeds, list) or not all(isinstance(v, str) for v in seeds):
             raise AnsibleActionFail("variables: a list of variable names is required, got %r" % (seeds,))
+        extra = args.get("files") or []
+        if not isinstance(extra, list) or not all(isinstance(f, str) for f in extra):
+            raise AnsibleActionFail("files: a list of control-host files is required, got %r" % (extra,))
         old_labels = args.get("old_labels") or {}
         if not isinstance(old_labels, dict):
             raise AnsibleActionFail("old_labels: a dict of an older image's labels is required, got %r" % (old_labels,))
@@ -64,6 +67,8 @@ class ActionModule(ActionBase):
             files, touched = H.image_files(roles_dir, _entries(roles))
             components = {"role." + role: H.tree_digest(os.path.join(roles_dir, role)) for role in touched}
             components["plugins"] = H.tree_digest(os.path.join(COLLECTION, "plugins"))
+            for path in extra:
+                components["file." + os.path.basename(path)] = H.file_digest(path)
         except (OSError, UnicodeDecodeError) as exc:
             raise AnsibleActionFail("roles: cannot read the image's roles under %s: %s" % (roles_dir, exc)) from None
         defaults = {}

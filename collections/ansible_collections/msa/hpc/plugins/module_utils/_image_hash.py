@@ -53,6 +53,12 @@ def tree_digest(root):
     return digest.hexdigest()
 
 
+def file_digest(path):
+    """sha256 of one file's content."""
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
 def _files(root):
     found = []
     for top, dirs, files in os.walk(root):

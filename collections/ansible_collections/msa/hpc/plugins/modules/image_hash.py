@@ -53,6 +53,13 @@ options:
     type: list
     elements: str
     default: []
+  files:
+    description:
+      - Further files on the control host whose content goes into the hash, each a component C(file.<name>) (the
+        playbook that builds the image, so a changed build step gives a new image).
+    type: list
+    elements: path
+    default: []
   old_labels:
     description: The labels of an older image of the set; RV(changed_since) then names what differs from it.
     type: dict
@@ -85,7 +92,7 @@ labels:
   description:
     - The image's labels - C(msa.hpc.image.hash), C(.set), C(.collection) (its version), C(.roles) (each role at
       the collection's version), and one per component (C(.role.<name>), C(.plugins), C(.vars)) with the first 12
-      characters of that component's digest, which show why two images differ.
+      characters of that component's digest (C(.file.<name>) for O(files)), which show why two images differ.
   returned: always
   type: dict
 components:
@@ -117,6 +124,7 @@ def main():
     module = AnsibleModule(argument_spec={"set": {"type": "str", "required": True},
                                           "roles": {"type": "list", "elements": "raw", "required": True},
                                           "variables": {"type": "list", "elements": "str", "default": []},
+                                          "files": {"type": "list", "elements": "path", "default": []},
                                           "old_labels": {"type": "dict", "default": {}}},
                            supports_check_mode=True)
     module.fail_json(msg="msa.hpc.image_hash runs on the control host through its action plugin; it cannot run on a node")

@@ -139,3 +139,12 @@ def test_the_compute_image_files_of_the_collection_hold_no_configure_task():
     assert "hook_runtime/tasks/code.yml" in files and "hook_runtime" in roles
     tasks = [f for f in files if "/tasks/" in f]
     assert all(f.endswith("install.yml") or f == "hook_runtime/tasks/code.yml" for f in tasks), tasks
+
+
+def test_file_digest_changes_with_the_content_only(tmp_path):
+    one, two = tmp_path / "a.yml", tmp_path / "b.yml"
+    one.write_text("- hosts: all\n")
+    two.write_text("- hosts: all\n")
+    assert H.file_digest(one) == H.file_digest(two)
+    two.write_text("- hosts: all \n")
+    assert H.file_digest(one) != H.file_digest(two)
