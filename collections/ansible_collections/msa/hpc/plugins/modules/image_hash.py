@@ -21,7 +21,7 @@ description:
     templates read, with every variable their values refer to, as the inventory and the play define them
     (templates are not rendered, so a value that depends on the node alone, such as its addresses, is not read)."
   - Variables whose names end in C(password), C(secret), C(_token) or C(_tokens) are left out, as are Ansible's
-    own (C(ansible_*), C(groups), C(hostvars), ...): an image holds no secret and no per-node value.
+    own (C(ansible_*), C(groups), C(hostvars) and the like), since an image holds no secret and no per-node value.
   - The image task file of a role's main entry point is C(tasks/install.yml); of an entry point C(tasks_from=name),
     C(tasks/name_install.yml).
   - Reads files only; never changes anything (C(changed) is always false).

@@ -132,8 +132,9 @@ def test_changed_components_names_what_differs_from_the_old_labels():
 
 def test_the_compute_image_files_of_the_collection_hold_no_configure_task():
     """The collection's own image entry files: what they include stays image-safe (no configure/main task file)."""
-    entries = [(r, "install.yml") for r in ("common", "munge", "slurm", "slurmd", "mpi", "extoll_node",
-                                             "dcdb_pusher", "slurm_healthcheck", "slurm_reboot", "udocker")]
+    roles = ("common", "munge", "slurm", "slurmd", "mpi", "extoll_node", "dcdb_pusher", "slurm_healthcheck",
+             "slurm_reboot", "udocker")
+    entries = [(r, "install.yml") for r in roles]
     entries += [("nam_manager", "client_library_install.yml"), ("gateway", "node_routes_install.yml")]
     files, roles = H.image_files(ROLES, entries)
     assert "hook_runtime/tasks/code.yml" in files and "hook_runtime" in roles
