@@ -124,9 +124,10 @@ def hash_run(*extra):
 
 def test_image_hash_follows_the_image_variables_not_per_node_or_service_ones():
     base, names = hash_run()
-    assert {"msa_timezone", "msa_deploy_mode", "_set"} <= set(names)
+    assert {"msa_timezone", "msa_deploy_mode", "msa_image_base_id", "_set"} <= set(names)
     assert not {"slurmd_options", "msa_addresses", "extoll_node_token"} & set(names)
     assert hash_run()[0] == base                                          # stable
     assert hash_run("-e", "msa_timezone=Europe/Paris")[0] != base          # goes into /etc/localtime
+    assert hash_run("-e", "msa_image_base_id=0b5e1d")[0] != base           # a rebuilt base image
     assert hash_run("-e", "mpi_packages=[openmpi-bin]")[0] != base         # a package list of the image
     assert hash_run("-e", "slurmd_options=-v")[0] == base                  # the node's own /etc/default/slurmd
