@@ -45,8 +45,8 @@ def dcdb_window_check(series, before, after=None):
     if after is None:
         return {"stored": stored, "missing": missing, "failures": []}
     for node in missing:
-        failures.append("%s: no reading of %s taken after %s ms in the store" % (node, before[node].get("topic"),
-                                                                                before[node].get("ms")))
+        mine = before[node]
+        failures.append("%s: no reading of %s taken after %s ms in the store" % (node, mine.get("topic"), mine.get("ms")))
     for node, value in sorted(stored.items()):
         low = _number(before[node].get("value"), "before[%s].value" % node)
         if node not in after:

@@ -20,11 +20,11 @@ def _topic(node):
 
 
 def _before():
-    return {node: {"topic": _topic(node), "value": low, "ms": T0} for node, (low, _) in OWN.items()}
+    return {node: {"topic": _topic(node), "value": window[0], "ms": T0} for node, window in OWN.items()}
 
 
 def _after():
-    return {node: high for node, (_, high) in OWN.items()}
+    return {node: window[1] for node, window in OWN.items()}
 
 
 def _series(values, stale=None):
