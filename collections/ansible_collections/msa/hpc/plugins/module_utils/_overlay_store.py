@@ -77,23 +77,30 @@ def entry_for(item, node, index):
         raise O.OverlayError(str(exc).replace(".path:", ".dest:", 1)) from None
 
 
-def _publish_node(store, node, items, mode, dir_mode, owner, group, check_mode):
+def _prepare(node, items):
+    """(manifest, {sha256: content}) of one node's request, checked whole (entries, bounds, one path twice)."""
+    O.check_node(node)
+    if not isinstance(items, list):
+        raise O.OverlayError("nodes.%s: %r is not a list of files" % (node, items))
     entries, blobs = [], {}
     for index, item in enumerate(items):
         entry = entry_for(item, node, index)
         entries.append(entry)
         blobs[entry["sha256"]] = item["data"]
     document = O.manifest(node, entries)
-    O.check_manifest(document, node)  # the bounds of a whole overlay (size, count, one path twice)
+    O.check_manifest(document, node)
+    return document, blobs
+
+
+def _publish_node(store, node, document, blobs, common):
     node_dir = os.path.join(store, node)
     blob_dir = os.path.join(node_dir, BLOBS)
-    common = {"mode": mode, "dir_mode": dir_mode, "owner": owner, "group": group, "check_mode": check_mode}
     written = install(blob_dir, blobs, **common)
     stale = sorted(name for name in (os.listdir(blob_dir) if os.path.isdir(blob_dir) else ()) if name not in blobs)
     text = json.dumps(document, indent=1, sort_keys=True).encode() + b"\n"
     top = install(node_dir, {MANIFEST: text}, absent=[os.path.join(blob_dir, name) for name in stale], **common)
     return {"hash": document["hash"], "changed": written["changed"] or top["changed"],
-            "files": [entry["path"] for entry in entries],
+            "files": [entry["path"] for entry in document["files"]],
             "written": [os.path.join(BLOBS, name) for name in written["written"]] + top["written"],
             "removed": top["removed"]}
 
@@ -104,15 +111,11 @@ def publish(store, nodes, prune=False, mode=0o640, dir_mode=0o750, owner=None, g
     written, removed}}, pruned, diff}. Every node's request is checked before anything is written."""
     if not isinstance(store, str) or not os.path.isabs(store):
         raise O.OverlayError("store: %r is not an absolute path" % (store,))
-    for node, items in nodes.items():
-        O.check_node(node)
-        if not isinstance(items, list):
-            raise O.OverlayError("nodes.%s: %r is not a list of files" % (node, items))
-        for index, item in enumerate(items):
-            entry_for(item, node, index)
+    prepared = {node: _prepare(node, items) for node, items in nodes.items()}
+    common = {"mode": mode, "dir_mode": dir_mode, "owner": owner, "group": group, "check_mode": check_mode}
     result = {"nodes": {}, "pruned": []}
-    for node in sorted(nodes):
-        result["nodes"][node] = _publish_node(store, node, nodes[node], mode, dir_mode, owner, group, check_mode)
+    for node in sorted(prepared):
+        result["nodes"][node] = _publish_node(store, node, *prepared[node], common)
     if prune and os.path.isdir(store):
         for name in sorted(os.listdir(store)):
             path = os.path.join(store, name)
