@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import functools
 import hashlib
 import http.client
 import json
@@ -176,10 +177,12 @@ def check_parents(path, roots=O.ROOTS):
                                                                      "a symlink" if stat.S_ISLNK(mode) else "a file"))
 
 
-def systemctl(units, daemon_reload):
-    """Restart the running ones of ``units`` (a unit not running starts later with its new files)."""
+def systemctl(units, daemon_reload, no_block=False):
+    """Restart the running ones of ``units`` (a unit not running starts later with its new files). ``no_block``
+    only queues the restarts: at boot the units are ordered after this program's own unit, and waiting for them
+    from inside it would wait for ever."""
     for argv in ([["systemctl", "daemon-reload"]] if daemon_reload else []) + \
-            [["systemctl", "try-restart", "--"] + list(units)]:
+            [["systemctl", "try-restart"] + (["--no-block"] if no_block else []) + ["--"] + list(units)]:
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode:
             raise O.OverlayError("%s failed (%d): %s" % (" ".join(argv), done.returncode,
@@ -269,7 +272,10 @@ def main(argv=None, restart=systemctl, sleep=time.sleep):
     parser.add_argument("--config", default=CONFIG, help="settings: url, ca_file, token_file, state_dir (JSON)")
     parser.add_argument("--node", help="this node's name (default: the settings' node, else the host name)")
     parser.add_argument("--check", action="store_true", help="fetch and check, say what would change, change nothing")
+    parser.add_argument("--no-block", action="store_true", help="queue the restarts, do not wait for them (at boot)")
     args = parser.parse_args(argv)
+    if args.no_block and restart is systemctl:
+        restart = functools.partial(systemctl, no_block=True)
     try:
         config = load_config(args.config, args.node)
         raw = fetch(config, read_token(config["token_file"]), sleep=sleep)
