@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action of msa.hpc.overlay_publish: read each file's ``src`` on the control host (found as ansible.builtin.copy
-finds it) and run the module with the contents, so secrets the control host keeps reach only the store."""
+finds it), move every content out of ``nodes`` into the module's no_log ``_contents``, and run the module, so the
+secrets the control host keeps reach the store and are never echoed with the arguments."""
 from __future__ import annotations
 
 import base64
@@ -27,20 +28,24 @@ class ActionModule(ActionBase):
         nodes = args.get("nodes")
         if not isinstance(nodes, dict):
             raise AnsibleActionFail("nodes: a mapping of node names to lists of files is required")
-        sent = {}
+        sent, contents = {}, {}
         for node, items in nodes.items():
             if not isinstance(items, list):
                 raise AnsibleActionFail("nodes.%s: a list of files is required" % node)
             sent[node] = []
             for index, item in enumerate(items):
-                item = dict(item) if isinstance(item, dict) else item
-                if isinstance(item, dict) and item.get("src") is not None:
-                    if item.get("content") is not None:
-                        raise AnsibleActionFail("nodes.%s[%d] (%s): give content or src, not both"
-                                                % (node, index, item.get("dest")))
-                    item["_content_b64"] = self._read("nodes.%s[%d]" % (node, index), item.pop("src"))
+                if isinstance(item, dict):
+                    item, where = dict(item), "nodes.%s[%d]" % (node, index)
+                    if item.get("src") is not None and item.get("content") is not None:
+                        raise AnsibleActionFail("%s (%s): give content or src, not both" % (where, item.get("dest")))
+                    if item.get("src") is not None:
+                        contents[where] = self._read(where, item.pop("src"))
+                    elif item.get("content") is not None:
+                        contents[where] = base64.b64encode(str(item.pop("content")).encode("utf-8")).decode("ascii")
+                    if where in contents:
+                        item["_content"] = where
                 sent[node].append(item)
-        args["nodes"] = sent
+        args["nodes"], args["_contents"] = sent, contents
         result.update(self._execute_module(module_name="msa.hpc.overlay_publish", module_args=args,
                                            task_vars=task_vars))
         return result

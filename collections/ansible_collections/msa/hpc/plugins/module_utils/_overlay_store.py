@@ -27,14 +27,17 @@ class StoreError(Exception):
         self.busy = busy
 
 
-ITEM_FIELDS = ("dest", "content", "_content_b64", "mode", "owner", "group", "restart")
+ITEM_FIELDS = ("dest", "content", "_content", "mode", "owner", "group", "restart")
 
 
-def decode_request(nodes):
-    """The module's ``nodes`` ({node: [{dest, content | src (read by the action into _content_b64), mode, owner,
-    group, restart}]}) as publish's request: each item with its ``data`` (bytes). Errors name the node and item."""
+def decode_request(nodes, contents=None):
+    """The module's ``nodes`` ({node: [{dest, content or _content, mode, owner, group, restart}]}) as publish's
+    request: each item with its ``data`` (bytes). ``_content`` names an entry of ``contents`` (base64), where the
+    action plugin puts every file's content (``content`` or ``src``), so no secret is echoed with the arguments.
+    Errors name the node and item."""
     if not isinstance(nodes, dict):
         raise O.OverlayError("nodes: %r is not a mapping of node names to lists of files" % (type(nodes).__name__,))
+    contents = contents or {}
     request = {}
     for node, items in nodes.items():
         O.check_node(node)
@@ -48,12 +51,15 @@ def decode_request(nodes):
             unknown = sorted(set(item) - set(ITEM_FIELDS) - {"src"})
             if unknown:
                 raise O.OverlayError("%s: unknown field %s" % (where, ", ".join(unknown)))
-            if (item.get("content") is None) == (item.get("_content_b64") is None):
+            if (item.get("content") is None) == (item.get("_content") is None):
                 raise O.OverlayError("%s (%s): give exactly one of content and src" % (where, item.get("dest")))
             if item.get("content") is not None:
                 data = str(item["content"]).encode("utf-8")
+            elif item["_content"] in contents:
+                data = base64.b64decode(contents[item["_content"]])
             else:
-                data = base64.b64decode(item["_content_b64"])
+                raise O.OverlayError("%s (%s): its content was not sent (call the module as msa.hpc.overlay_publish)"
+                                     % (where, item.get("dest")))
             restart = item.get("restart")
             request[node].append({"dest": item.get("dest"), "data": data, "mode": item.get("mode"),
                                   "owner": item.get("owner"), "group": item.get("group"),

@@ -66,6 +66,12 @@ options:
   group:
     description: The group of the store's files and directories made (the server's account reads them through it).
     type: str
+  _contents:
+    description:
+      - Internal, filled by the action plugin - every file's content (base64), which it takes out of O(nodes) so
+        that no content is echoed with the module's arguments. Do not set it.
+    type: dict
+    default: {}
 seealso:
   - module: msa.hpc.file_tree
 """
@@ -115,7 +121,9 @@ def _mode(module, name):
 def main():
     module = AnsibleModule(
         argument_spec={"store": {"type": "path", "required": True},
-                       "nodes": {"type": "dict", "required": True, "no_log": True},
+                       "nodes": {"type": "dict", "required": True},
+                       # filled by the action plugin: {reference: base64 content}, never echoed
+                       "_contents": {"type": "dict", "default": {}, "no_log": True},
                        "prune": {"type": "bool", "default": False},
                        "mode": {"type": "str", "default": "0640"},
                        "dir_mode": {"type": "str", "default": "0750"},
@@ -123,7 +131,7 @@ def main():
                        "group": {"type": "str"}},
         supports_check_mode=True)
     p = module.params
-    run_module(module, lambda: publish(p["store"], decode_request(p["nodes"]), prune=p["prune"],
+    run_module(module, lambda: publish(p["store"], decode_request(p["nodes"], p["_contents"]), prune=p["prune"],
                                        mode=_mode(module, "mode"), dir_mode=_mode(module, "dir_mode"),
                                        owner=p["owner"], group=p["group"], check_mode=module.check_mode),
                [((OverlayError, TreeError), lambda exc: {"msg": str(exc)}),

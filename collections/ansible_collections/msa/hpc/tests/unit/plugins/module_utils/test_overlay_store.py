@@ -14,11 +14,12 @@ from ansible_collections.msa.hpc.plugins.module_utils import _overlay_store as S
 
 
 def request(**nodes):
-    return S.decode_request(nodes or {
+    return S.decode_request(nodes) if nodes else S.decode_request({
         "cm01": [{"dest": "/etc/msa-hpc/node.json", "content": '{"name": "cm01"}'},
-                 {"dest": "/etc/munge/munge.key", "_content_b64": base64.b64encode(b"\0key1").decode(),
-                  "mode": "0400", "owner": "root", "restart": "munge.service"}],
-        "cm02": [{"dest": "/etc/msa-hpc/node.json", "content": '{"name": "cm02"}'}]})
+                 {"dest": "/etc/munge/munge.key", "_content": "cm01/1", "mode": "0400", "owner": "root",
+                  "restart": "munge.service"}],
+        "cm02": [{"dest": "/etc/msa-hpc/node.json", "content": '{"name": "cm02"}'}]},
+        {"cm01/1": base64.b64encode(b"\0key1").decode()})
 
 
 def snapshot(root):
@@ -81,6 +82,7 @@ def test_prune_removes_only_overlays_of_nodes_not_named(tmp_path):
     ({"cm01": [{"dest": "/etc/a", "content": "k", "mode": "6755"}]}, "set-id"),
     ({"cm01": [{"dest": "/etc/a"}]}, "give exactly one of content and src"),
     ({"cm01": [{"dest": "/etc/a", "content": "k", "colour": 1}]}, "unknown field colour"),
+    ({"cm01": [{"dest": "/etc/a", "_content": "cm01/0"}]}, "its content was not sent"),
     ({"cm01": [{"dest": "/etc/a", "content": "k"}, {"dest": "/etc/a", "content": "j"}]}, "listed twice"),
     ({"cm01": [{"dest": "/etc/a", "content": "k" * (O.MAX_FILE_BYTES + 1)}]}, "not a number of bytes up to"),
 ])
