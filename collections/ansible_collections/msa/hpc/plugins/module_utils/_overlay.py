@@ -144,8 +144,8 @@ def check_manifest(document, node, roots=ROOTS):
         raise OverlayError("overlay of %s: %d bytes in all, more than %d" % (node, total, MAX_OVERLAY_BYTES))
     digest = overlay_hash(entries)
     if document.get("hash") != digest:
-        raise OverlayError("overlay of %s: hash %r is not that of its entries (%s)" % (node, document.get("hash"),
-                                                                                        digest))
+        raise OverlayError("overlay of %s: hash %r is not that of its entries (%s)"
+                           % (node, document.get("hash"), digest))
     return {"format": FORMAT, "node": node, "hash": digest, "files": entries}
 
 

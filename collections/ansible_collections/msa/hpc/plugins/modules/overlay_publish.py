@@ -26,7 +26,7 @@ attributes:
   action:
     description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
     support: full
-    details: The action plugin reads each file's O(nodes[].src) on the control host and sends its content to the module.
+    details: The action plugin reads each file's C(src) on the control host and sends its content to the module.
   check_mode:
     support: full
   diff_mode:

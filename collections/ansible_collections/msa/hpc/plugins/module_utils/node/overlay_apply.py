@@ -173,8 +173,8 @@ def check_parents(path, roots=O.ROOTS):
         except FileNotFoundError:
             return
         if not stat.S_ISDIR(mode):
-            raise O.OverlayError("%s: %s is %s, not a directory" % (path, current,
-                                                                     "a symlink" if stat.S_ISLNK(mode) else "a file"))
+            kind = "a symlink" if stat.S_ISLNK(mode) else "a file"
+            raise O.OverlayError("%s: %s is %s, not a directory" % (path, current, kind))
 
 
 def systemctl(units, daemon_reload, no_block=False):
@@ -282,7 +282,7 @@ def main(argv=None, restart=systemctl, sleep=time.sleep):
         document = parse_overlay(raw, config["node"])
         result = apply(document, config["token_file"], config["state_dir"], restart=restart, check_mode=args.check)
     except (O.OverlayError, FetchError) as exc:
-        print("msa-overlay-apply: %s" % exc, file=sys.stderr)
+        sys.stderr.write("msa-overlay-apply: %s\n" % exc)
         return 1
-    print(json.dumps(dict(result, node=config["node"], check=args.check), sort_keys=True))
+    sys.stdout.write(json.dumps(dict(result, node=config["node"], check=args.check), sort_keys=True) + "\n")
     return 0

@@ -116,7 +116,7 @@ class OverlayHandler(dispatching("GET", "HEAD")):
         self._answer(status, {"error": {"code": code, "message": message}})
 
     def _caller(self):
-        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        scheme, dummy, token = (self.headers.get("Authorization") or "").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token or len(token) > MAX_TOKEN:
             return None
@@ -181,9 +181,9 @@ def main(argv=None):
     try:
         server = make_server(args.bind, args.port, args.store, args.tokens, args.cert, args.key)
     except (OSError, TokenError) as exc:
-        print("msa-overlay-server: %s" % exc, file=sys.stderr)
+        sys.stderr.write("msa-overlay-server: %s\n" % exc)
         return 1
-    print("msa-overlay-server: serving %s on https://%s:%d" % (args.store, args.bind, args.port), file=sys.stderr,
-          flush=True)
+    sys.stderr.write("msa-overlay-server: serving %s on https://%s:%d\n" % (args.store, args.bind, args.port))
+    sys.stderr.flush()
     server.serve_forever()
     return 0
