@@ -18,6 +18,14 @@ class TreeError(Exception):
     """A bad request (a path outside the tree, an unknown owner), named with the field and value."""
 
 
+def octal_mode(value, field):
+    """The mode an option gives as an octal string (``"0644"``); TreeError naming the option otherwise."""
+    try:
+        return int(value, 8)
+    except (TypeError, ValueError):
+        raise TreeError("%s: %r is not an octal mode" % (field, value)) from None
+
+
 def owner_ids(owner, group):
     """(uid, gid) of the user and group names; -1 for a name not given. TreeError names an unknown one."""
     try:

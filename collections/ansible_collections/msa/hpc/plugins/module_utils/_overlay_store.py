@@ -13,7 +13,7 @@ import os
 import shutil
 
 from ansible_collections.msa.hpc.plugins.module_utils import _overlay as O
-from ansible_collections.msa.hpc.plugins.module_utils._file_tree import TreeError, install
+from ansible_collections.msa.hpc.plugins.module_utils._file_tree import install
 
 MANIFEST = "manifest.json"
 BLOBS = "blobs"
@@ -179,6 +179,3 @@ def read_overlay(store, node):
             raise StoreError("content %s of %s does not match its size and sha256" % (path, entry["path"]))
         entry["content"] = base64.b64encode(data).decode("ascii")
     return document
-
-
-__all__ = ["StoreError", "TreeError", "publish", "read_manifest", "read_overlay"]

@@ -105,17 +105,10 @@ pruned:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.msa.hpc.plugins.module_utils._overlay import OverlayError
-from ansible_collections.msa.hpc.plugins.module_utils._overlay_store import TreeError, decode_request, publish
+from ansible_collections.msa.hpc.plugins.module_utils._file_tree import TreeError, octal_mode
 from ansible_collections.msa.hpc.plugins.module_utils._module_run import run_module
-
-
-def _mode(module, name):
-    try:
-        return int(module.params[name], 8)
-    except ValueError:
-        module.fail_json(msg="%s: %r is not an octal mode" % (name, module.params[name]))
-        raise
+from ansible_collections.msa.hpc.plugins.module_utils._overlay import OverlayError
+from ansible_collections.msa.hpc.plugins.module_utils._overlay_store import decode_request, publish
 
 
 def main():
@@ -132,7 +125,8 @@ def main():
         supports_check_mode=True)
     p = module.params
     run_module(module, lambda: publish(p["store"], decode_request(p["nodes"], p["_contents"]), prune=p["prune"],
-                                       mode=_mode(module, "mode"), dir_mode=_mode(module, "dir_mode"),
+                                       mode=octal_mode(p["mode"], "mode"),
+                                       dir_mode=octal_mode(p["dir_mode"], "dir_mode"),
                                        owner=p["owner"], group=p["group"], check_mode=module.check_mode),
                [((OverlayError, TreeError), lambda exc: {"msg": str(exc)}),
                 (OSError, lambda exc: {"msg": "cannot write the overlay store: %s" % exc})])

@@ -46,3 +46,8 @@ def test_check_mode_reports_the_change_and_writes_nothing(tmp_path, capsys):
 def test_a_bad_request_fails_naming_node_and_field(tmp_path, capsys, nodes, says):
     result = run(capsys, store=str(tmp_path), nodes=nodes)
     assert result["failed"] and says in result["msg"] and not list(tmp_path.iterdir())
+
+
+def test_a_store_mode_that_is_not_octal_fails_naming_the_option(tmp_path, capsys):
+    result = run(capsys, store=str(tmp_path), nodes=NODES, _contents=CONTENTS, dir_mode="rwx")
+    assert result["failed"] and result["msg"] == "dir_mode: 'rwx' is not an octal mode" and not list(tmp_path.iterdir())
