@@ -177,16 +177,26 @@ def check_parents(path, roots=O.ROOTS):
             raise O.OverlayError("%s: %s is %s, not a directory" % (path, current, kind))
 
 
-def systemctl(units, daemon_reload, no_block=False):
-    """Restart the running ones of ``units`` (a unit not running starts later with its new files). ``no_block``
-    only queues the restarts: at boot the units are ordered after this program's own unit, and waiting for them
-    from inside it would wait for ever."""
-    for argv in ([["systemctl", "daemon-reload"]] if daemon_reload else []) + \
-            [["systemctl", "try-restart"] + (["--no-block"] if no_block else []) + ["--"] + list(units)]:
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+def systemctl(units, daemon_reload, no_block=False, run=subprocess.run):
+    """Restart the running ones of ``units`` (a unit not running starts later with its new files); returns the
+    units systemd does not know (not installed on this node), which are left out. ``no_block`` only queues the
+    restarts: at boot the units are ordered after this program's own unit, and waiting for them from inside it
+    would wait for ever."""
+    def call(argv):
+        done = run(argv, capture_output=True, text=True, check=False)
         if done.returncode:
             raise O.OverlayError("%s failed (%d): %s" % (" ".join(argv), done.returncode,
                                                          (done.stderr or done.stdout).strip()[:300]))
+        return done.stdout
+
+    if daemon_reload:
+        call(["systemctl", "daemon-reload"])
+    states = call(["systemctl", "show", "--property=LoadState", "--value", "--"] + list(units)).split()
+    unknown = [u for u, state in zip(units, states) if state == "not-found"] if len(states) == len(units) else []
+    known = [u for u in units if u not in unknown]
+    if known:
+        call(["systemctl", "try-restart"] + (["--no-block"] if no_block else []) + ["--"] + known)
+    return unknown
 
 
 def _state_file(state_dir, name):
@@ -260,7 +270,9 @@ def apply(document, token_file, state_dir, restart=systemctl, check_mode=False, 
             raise O.OverlayError("cannot replace %s: %s (the files before it are replaced; their units restart at "
                                  "the next run)" % (path, exc)) from None
     if units:
-        restart(units, any(path.startswith("/etc/systemd/") for path in result["written"]))
+        unknown = restart(units, any(path.startswith("/etc/systemd/") for path in result["written"])) or []
+        result["restarted"] = [u for u in units if u not in unknown]
+        result["not_installed"] = unknown
         os.unlink(pending_path)
     if recorded != document["hash"]:
         _write_state(hash_path, document["hash"])

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import pwd
+import subprocess
 
 import pytest
 
@@ -184,3 +185,39 @@ def test_the_settings_are_checked_naming_the_setting(tmp_path, settings, says):
     path.write_text(json.dumps(settings))
     with pytest.raises(O.OverlayError, match=says):
         A.load_config(str(path))
+
+
+class FakeSystemd:
+    """subprocess.run for systemctl: ``states`` gives each unit's LoadState, ``fail`` the commands that fail."""
+
+    def __init__(self, states, fail=()):
+        self.states, self.fail, self.calls = states, fail, []
+
+    def __call__(self, argv, **_kwargs):
+        self.calls.append(argv)
+        code = 1 if argv[1] in self.fail else 0
+        out = "\n\n".join(self.states[u] for u in argv[argv.index("--") + 1:]) + "\n" if argv[1] == "show" else ""
+        return subprocess.CompletedProcess(argv, code, out, "Job failed" if code else "")
+
+
+def test_systemctl_reloads_when_asked_and_restarts_only_the_units_systemd_knows():
+    fake = FakeSystemd({"munge.service": "loaded", "gone.service": "not-found", "slurmd.service": "loaded"})
+    unknown = A.systemctl(["munge.service", "gone.service", "slurmd.service"], True, no_block=True, run=fake)
+    assert unknown == ["gone.service"]
+    assert fake.calls[0] == ["systemctl", "daemon-reload"]
+    assert fake.calls[-1] == ["systemctl", "try-restart", "--no-block", "--", "munge.service", "slurmd.service"]
+    fake = FakeSystemd({"gone.service": "not-found"})
+    assert A.systemctl(["gone.service"], False, run=fake) == ["gone.service"] and len(fake.calls) == 1
+
+
+def test_a_failed_restart_names_the_command():
+    fake = FakeSystemd({"munge.service": "loaded"}, fail=("try-restart",))
+    with pytest.raises(O.OverlayError, match=r"systemctl try-restart -- munge.service failed \(1\): Job failed"):
+        A.systemctl(["munge.service"], False, run=fake)
+
+
+def test_a_unit_not_installed_does_not_block_the_apply(node):
+    node["restart"] = lambda units, reload: [u for u in units if u == "munge.service"]
+    result = apply(node, raw("cm01", files(node)))
+    assert result["restarted"] == ["slurmd.service"] and result["not_installed"] == ["munge.service"]
+    assert os.path.exists(os.path.join(node["state"], "overlay.hash"))
