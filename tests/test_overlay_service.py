@@ -184,3 +184,23 @@ def test_the_client_refuses_plain_http_and_a_readable_token(tmp_path):
     token.chmod(0o644)
     with pytest.raises(O.OverlayError, match="mode 0644 lets others read the token"):
         A.read_token(str(token))
+
+
+def test_overlays_are_built_in_bounded_turns_one_per_node(service, pki):
+    server = service["server"]
+    server.build_wait = 0.2
+    with server.builds_lock:
+        server.building.add("cm01")
+    status, body = get(service, pki, "/v1/overlay/cm01", TOKENS["cm01"])
+    assert status == 503 and b"being sent already" in body
+    with server.builds_lock:
+        server.building.discard("cm01")
+    taken = [server.builds.acquire(timeout=1) for _ in range(V.MAX_BUILDS)]
+    try:
+        status, body = get(service, pki, "/v1/overlay/cm01", TOKENS["cm01"])
+        assert all(taken) and status == 503 and b"busy" in body
+        assert get(service, pki, "/v1/overlay/cm01/hash", TOKENS["cm01"])[0] == 200  # the hash needs no turn
+    finally:
+        for _ in taken:
+            server.builds.release()
+    assert get(service, pki, "/v1/overlay/cm01", TOKENS["cm01"])[0] == 200 and not server.building

@@ -27,6 +27,10 @@ from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import TLST
 log = logging.getLogger("msa_hpc.overlay")
 ROUTE = re.compile(r"/v1/overlay/(?P<node>[^/?#]*)(?P<hash>/hash)?\Z")
 MAX_TOKEN = 512
+# Overlays built at once (each up to _overlay.MAX_DOCUMENT_BYTES in memory, held while it is sent), one at a time
+# per node, and the seconds a request waits for a turn before it is answered 503 (the client tries again).
+MAX_BUILDS = 8
+BUILD_WAIT = 30.0
 
 
 class TokenError(Exception):
@@ -143,7 +147,7 @@ class OverlayHandler(dispatching("GET", "HEAD")):
                 document = S.read_manifest(self.server.store, node)
                 document = document and {"node": node, "hash": document["hash"]}
             else:
-                document = S.read_overlay(self.server.store, node)
+                return self._serve_overlay(node)
         except S.StoreError as exc:
             log.error("overlay of %s: %s", node, exc)
             if exc.busy:
@@ -152,6 +156,28 @@ class OverlayHandler(dispatching("GET", "HEAD")):
         if document is None:
             return self._error(404, "not_found", "no overlay is published for this node")
         return self._answer(200, document)
+
+    def _serve_overlay(self, node):
+        """Build and send the node's overlay in one of the server's MAX_BUILDS turns, one turn per node at a time,
+        so a node cannot hold more than one document in the server's memory."""
+        server = self.server
+        with server.builds_lock:
+            if node in server.building:
+                return self._error(503, "unavailable", "this node's overlay is being sent already: try again")
+            server.building.add(node)
+        try:
+            if not server.builds.acquire(timeout=server.build_wait):
+                return self._error(503, "unavailable", "the server is busy: try again")
+            try:
+                document = S.read_overlay(server.store, node)
+                if document is None:
+                    return self._error(404, "not_found", "no overlay is published for this node")
+                return self._answer(200, document)
+            finally:
+                server.builds.release()
+        finally:
+            with server.builds_lock:
+                server.building.discard(node)
 
     def log_message(self, fmt, *args):  # one line per request on stderr, for the journal (no header is logged)
         sys.stderr.write("%s %s\n" % (self.address_string(), fmt % args))
@@ -165,6 +191,8 @@ def make_server(address, port, store, tokens_file, cert, key):
         raise OSError("the overlay store %s is not a directory" % store)
     server = TLSThreadingHTTPServer((address, port), OverlayHandler, tls=(cert, key))
     server.store, server.tokens = store, tokens
+    server.builds, server.build_wait = threading.BoundedSemaphore(MAX_BUILDS), BUILD_WAIT
+    server.builds_lock, server.building = threading.Lock(), set()
     return server
 
 
