@@ -216,9 +216,10 @@ def _write_state(path, text):
     os.replace(tmp, path)
 
 
-def plan(document, token_file, state_dir, roots=O.ROOTS):
-    """The entries that differ on disk, each with its (uid, gid); errors name the file and the field."""
-    protected = {token_file, _state_file(state_dir, HASH_FILE), _state_file(state_dir, PENDING_FILE)}
+def plan(document, token_file, state_dir, roots=O.ROOTS, protected=()):
+    """The entries that differ on disk, each with its (uid, gid); errors name the file and the field. The client's
+    own files (its token, state, and the ``protected`` ones such as its settings) are never written."""
+    protected = {token_file, _state_file(state_dir, HASH_FILE), _state_file(state_dir, PENDING_FILE)} | set(protected)
     changes = []
     for entry in document["files"]:
         path = entry["path"]
@@ -235,9 +236,9 @@ def plan(document, token_file, state_dir, roots=O.ROOTS):
     return changes
 
 
-def apply(document, token_file, state_dir, restart=systemctl, check_mode=False, roots=O.ROOTS):
+def apply(document, token_file, state_dir, restart=systemctl, check_mode=False, roots=O.ROOTS, protected=()):
     """Apply a checked overlay document; returns {changed, hash, written, restarted}."""
-    changes = plan(document, token_file, state_dir, roots)
+    changes = plan(document, token_file, state_dir, roots, protected)
     pending_path = _state_file(state_dir, PENDING_FILE)
     hash_path = _state_file(state_dir, HASH_FILE)
     units = [u for u in _read_state(pending_path).split() if O.UNIT.match(u)]
@@ -292,7 +293,8 @@ def main(argv=None, restart=systemctl, sleep=time.sleep):
         config = load_config(args.config, args.node)
         raw = fetch(config, read_token(config["token_file"]), sleep=sleep)
         document = parse_overlay(raw, config["node"])
-        result = apply(document, config["token_file"], config["state_dir"], restart=restart, check_mode=args.check)
+        result = apply(document, config["token_file"], config["state_dir"], restart=restart, check_mode=args.check,
+                       protected=(os.path.abspath(args.config),))
     except (O.OverlayError, FetchError) as exc:
         sys.stderr.write("msa-overlay-apply: %s\n" % exc)
         return 1

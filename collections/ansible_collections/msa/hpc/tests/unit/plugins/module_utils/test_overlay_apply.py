@@ -141,6 +141,11 @@ def test_an_unknown_owner_or_the_clients_own_files_are_refused_before_anything_i
     assert list(node["etc"].iterdir()) == []
     with pytest.raises(O.OverlayError, match="overlay.token is the overlay client's own file"):
         apply(node, raw("cm01", files(node) + [(node["token"], b"mine", "0600", [])]))
+    settings = str(node["etc"] / "overlay.json")
+    with pytest.raises(O.OverlayError, match="overlay.json is the overlay client's own file"):
+        A.apply(A.parse_overlay(raw("cm01", files(node) + [(settings, b"{}", "0644", [])]), "cm01",
+                                roots=node["roots"]), node["token"], node["state"], restart=node["restart"],
+                roots=node["roots"], protected=(settings,))
 
 
 def test_a_failure_while_staging_replaces_nothing_and_leaves_no_temporary_file(node, monkeypatch):
