@@ -73,7 +73,7 @@ def render(item, python_dir):
     ("msa-gw-hook", ["prolog"], 1, "SLURM_JOB_ID is not set"),
     ("msa-hpc-healthcheck", ["--validate", "/nonexistent/hc.json"], 1, "msa-hpc-healthcheck: /nonexistent/hc.json: "),
     ("msa-hpc-reboot", ["--validate", "/nonexistent/bmc.json"], 1, "msa-hpc-reboot: /nonexistent/bmc.json: "),
-    ("msa-overlay-apply", ["--config", "/nonexistent/o.json"], 1, "msa-overlay-apply: /nonexistent/o.json: cannot read"),
+    ("msa-overlay-apply", ["--config", "/nonexistent/o.json"], 1, "msa-overlay-apply: /nonexistent/o.json: "),
     ("msa-overlay-server", ["--help"], 0, "served to that node only"),
 ])
 def test_entry_points_run_isolated_with_only_the_installed_code(tmp_path, name, argv, status, says):

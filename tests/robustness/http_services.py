@@ -15,6 +15,7 @@ import sys
 import time
 import types
 
+from ansible_collections.msa.hpc.plugins.module_utils import _overlay_store
 from msa_sim.bmc import testing as bmc_testing
 from msa_sim.nammgr.auth import hash_password
 from msa_sim.rma import capability
@@ -144,8 +145,6 @@ def _image_store(workdir, pki):
 def _overlay_server(workdir, pki):
     """msa-overlay-server (msa.hpc.node_overlay) with one node's overlay and that node's token."""
     (workdir / "store").mkdir()
-    sys.path.insert(0, str(BUNDLE / "collections"))
-    from ansible_collections.msa.hpc.plugins.module_utils import _overlay_store  # pylint: disable=import-outside-toplevel
     _overlay_store.publish(str(workdir / "store"), _overlay_store.decode_request(
         {"n1": [{"dest": "/etc/msa-hpc/node.json", "content": '{"name": "n1"}'}]}))
     (workdir / "tokens").write_text("n1 %s\n" % hashlib.sha256(TOKEN.encode()).hexdigest())

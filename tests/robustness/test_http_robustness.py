@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Every HTTP service (the six stand-in APIs, the image store and the overlay server), each a process of its own over TLS, under
-malformed, oversized, negative-length, chunked, slow and idle requests, without and with credentials (issue 34):
+"""Every HTTP service (the six stand-in APIs, the image store and the overlay server), each a process of its own over
+TLS, under malformed, oversized, negative-length, chunked, slow and idle requests, without and with credentials
+(issue 34):
 
 - while that load is on, a well-formed authenticated request from another peer answers within 1 s;
 - each malformed request gets its 4xx (or its connection closed), never a 2xx, never a hang;

@@ -94,8 +94,8 @@ nodes:
   description: For each node, its overlay's content hash, whether it changed, its files and the store files written.
   returned: always
   type: dict
-  sample: {cm01: {hash: 9f2c..., changed: true, files: [/etc/msa-hpc/node.json], written: [blobs/5d41..., manifest.json],
-           removed: []}}
+  sample: {cm01: {hash: 9f2c..., changed: true, files: [/etc/msa-hpc/node.json],
+                 written: [blobs/5d41..., manifest.json], removed: []}}
 pruned:
   description: The nodes whose overlays were removed (O(prune)).
   returned: always

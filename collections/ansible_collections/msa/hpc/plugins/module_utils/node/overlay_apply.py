@@ -27,7 +27,8 @@ import sys
 import time
 
 from ansible_collections.msa.hpc.plugins.module_utils import _overlay as O
-from ansible_collections.msa.hpc.plugins.module_utils._file_tree import TreeError, file_state, make_dirs, owner_ids, stage_file
+from ansible_collections.msa.hpc.plugins.module_utils._file_tree import (TreeError, file_state, make_dirs, owner_ids,
+                                                                        stage_file)
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestError, tls_context
 
 CONFIG = "/etc/msa-hpc/overlay.json"
