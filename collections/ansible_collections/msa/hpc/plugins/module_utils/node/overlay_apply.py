@@ -27,8 +27,7 @@ import sys
 import time
 
 from ansible_collections.msa.hpc.plugins.module_utils import _overlay as O
-from ansible_collections.msa.hpc.plugins.module_utils._file_tree import (TreeError, file_state, make_dirs, owner_ids,
-                                                                        stage_file)
+from ansible_collections.msa.hpc.plugins.module_utils import _file_tree as F
 from ansible_collections.msa.hpc.plugins.module_utils._rest import RestError, tls_context
 
 CONFIG = "/etc/msa-hpc/overlay.json"
@@ -213,7 +212,7 @@ def _read_state(path):
 
 
 def _write_state(path, text):
-    tmp = stage_file(path, text.encode() + b"\n", 0o644, -1, -1)
+    tmp = F.stage_file(path, text.encode() + b"\n", 0o644, -1, -1)
     os.replace(tmp, path)
 
 
@@ -228,9 +227,9 @@ def plan(document, token_file, state_dir, roots=O.ROOTS, protected=()):
             raise O.OverlayError("overlay of %s: %s is the overlay client's own file" % (document["node"], path))
         check_parents(path, roots)
         try:
-            uid, gid = owner_ids(entry["owner"], entry["group"])
-            have = file_state(path) if os.path.isdir(os.path.dirname(path)) else None
-        except TreeError as exc:
+            uid, gid = F.owner_ids(entry["owner"], entry["group"])
+            have = F.file_state(path) if os.path.isdir(os.path.dirname(path)) else None
+        except F.TreeError as exc:
             raise O.OverlayError("overlay of %s: %s: %s" % (document["node"], path, exc)) from None
         if have != (entry["sha256"], int(entry["mode"], 8), uid, gid):
             changes.append((entry, uid, gid))
@@ -254,12 +253,12 @@ def apply(document, token_file, state_dir, restart=systemctl, check_mode=False, 
     try:
         made = []
         for entry, uid, gid in changes:
-            make_dirs(os.path.dirname(entry["path"]), 0o755, -1, -1, made, False)
-            staged.append((stage_file(entry["path"], entry["data"], int(entry["mode"], 8), uid, gid), entry["path"]))
-        make_dirs(state_dir, 0o755, -1, -1, made, False)
+            F.make_dirs(os.path.dirname(entry["path"]), 0o755, -1, -1, made, False)
+            staged.append((F.stage_file(entry["path"], entry["data"], int(entry["mode"], 8), uid, gid), entry["path"]))
+        F.make_dirs(state_dir, 0o755, -1, -1, made, False)
         if units:  # before any file is replaced: a crash from here on restarts them at the next run
             _write_state(pending_path, " ".join(units))
-    except (OSError, TreeError) as exc:
+    except (OSError, F.TreeError) as exc:
         for tmp, _path in staged:
             os.unlink(tmp)
         raise O.OverlayError("cannot stage the overlay's files (nothing was replaced): %s" % exc) from None

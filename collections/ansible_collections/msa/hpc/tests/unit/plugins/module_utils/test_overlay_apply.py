@@ -149,7 +149,7 @@ def test_an_unknown_owner_or_the_clients_own_files_are_refused_before_anything_i
 
 
 def test_a_failure_while_staging_replaces_nothing_and_leaves_no_temporary_file(node, monkeypatch):
-    real, calls = A.stage_file, []
+    real, calls = A.F.stage_file, []
 
     def failing(path, data, mode, uid, gid):
         calls.append(path)
@@ -157,7 +157,7 @@ def test_a_failure_while_staging_replaces_nothing_and_leaves_no_temporary_file(n
             raise OSError(28, "No space left on device")
         return real(path, data, mode, uid, gid)
 
-    monkeypatch.setattr(A, "stage_file", failing)
+    monkeypatch.setattr(A.F, "stage_file", failing)
     with pytest.raises(O.OverlayError, match="nothing was replaced.*No space left"):
         apply(node, raw("cm01", files(node)))
     assert [p for p in node["etc"].rglob("*") if p.is_file()] == [] and node["restarts"] == []
