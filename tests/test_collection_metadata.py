@@ -15,7 +15,8 @@ from tests.collection_helpers import COLLECTION, module_files
 
 IMPORT_TO_DISTRIBUTION = {"yaml": "pyyaml", "numpy": "numpy", "networkx": "networkx", "netaddr": "netaddr",
                           "jsonschema": "jsonschema", "requests": "requests", "paho": "paho-mqtt",
-                          "redfish": "redfish", "psycopg2": "psycopg2", "pymysql": "pymysql"}
+                          "redfish": "redfish", "psycopg2": "psycopg2", "pymysql": "pymysql",
+                          "bcrypt": "bcrypt"}
 
 
 def third_party_imports():

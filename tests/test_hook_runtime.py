@@ -33,7 +33,9 @@ def programs():
             yaml.safe_load((ROLES / "hook_runtime/defaults/main.yml").read_text())["hook_runtime_entry_points"],
             "node health check": _node_program("slurm_healthcheck")["hook_runtime_entry_points"],
             "node reboot program": _node_program("slurm_reboot")["hook_runtime_entry_points"],
-            "node gateway routes": _node_program("gateway", "node_routes_install.yml")["hook_runtime_entry_points"]}
+            "node gateway routes": _node_program("gateway", "node_routes_install.yml")["hook_runtime_entry_points"],
+            "node overlay server": _node_program("node_overlay", "server.yml")["hook_runtime_entry_points"],
+            "node overlay client": _node_program("node_overlay", "node.yml")["hook_runtime_entry_points"]}
 
 
 def entry_points():
@@ -71,6 +73,8 @@ def render(item, python_dir):
     ("msa-gw-hook", ["prolog"], 1, "SLURM_JOB_ID is not set"),
     ("msa-hpc-healthcheck", ["--validate", "/nonexistent/hc.json"], 1, "msa-hpc-healthcheck: /nonexistent/hc.json: "),
     ("msa-hpc-reboot", ["--validate", "/nonexistent/bmc.json"], 1, "msa-hpc-reboot: /nonexistent/bmc.json: "),
+    ("msa-overlay-apply", ["--config", "/nonexistent/o.json"], 1, "msa-overlay-apply: /nonexistent/o.json: "),
+    ("msa-overlay-server", ["--help"], 0, "served to that node only"),
 ])
 def test_entry_points_run_isolated_with_only_the_installed_code(tmp_path, name, argv, status, says):
     item, installed_with = entry_points()[name]

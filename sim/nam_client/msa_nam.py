@@ -140,16 +140,22 @@ class Connection:
             self.conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
         self.url = url
 
+    # how a kept-alive connection the server closed while it was idle (its keep-alive deadline) shows: a plain close,
+    # or a TLS connection's end without close_notify (SSLEOFError on the next write)
+    STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError,
+             ssl.SSLEOFError, ssl.SSLZeroReturnError)
+
     def call(self, method, path, body=None, headers=None):
         for attempt in (0, 1):
+            reused = self.conn.sock is not None
             try:
                 self.conn.request(method, self.base + path, body=body, headers=headers or {})
                 resp = self.conn.getresponse()
                 return resp.status, resp.read()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            except self.STALE as exc:
                 self.conn.close()        # a kept-alive connection the server closed: once more on a new one
-                if attempt:
-                    raise
+                if attempt or not reused:
+                    raise NamError("cannot reach %s: %s" % (self.url, exc)) from None
             except (OSError, http.client.HTTPException) as exc:
                 self.conn.close()
                 raise NamError("cannot reach %s: %s" % (self.url, exc)) from None

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import pathlib
 import shutil
@@ -14,6 +15,7 @@ import sys
 import time
 import types
 
+from ansible_collections.msa.hpc.plugins.module_utils import _overlay_store
 from msa_sim.bmc import testing as bmc_testing
 from msa_sim.nammgr.auth import hash_password
 from msa_sim.rma import capability
@@ -140,8 +142,22 @@ def _image_store(workdir, pki):
     return argv, port, {"Authorization": basic("images", PASSWORD)}, ("GET", "/SHA256SUMS"), ("POST", "/SHA256SUMS")
 
 
+def _overlay_server(workdir, pki):
+    """msa-overlay-server (msa.hpc.node_overlay) with one node's overlay and that node's token."""
+    (workdir / "store").mkdir()
+    _overlay_store.publish(str(workdir / "store"), _overlay_store.decode_request(
+        {"n1": [{"dest": "/etc/msa-hpc/node.json", "content": '{"name": "n1"}'}]}))
+    (workdir / "tokens").write_text("n1 %s\n" % hashlib.sha256(TOKEN.encode()).hexdigest())
+    port = free_port()
+    argv = [sys.executable, "-c", "import sys; from ansible_collections.msa.hpc.plugins.module_utils.node."
+            "overlay_server import main; sys.exit(main())", "--bind", "127.0.0.1", "--port", str(port),
+            "--store", str(workdir / "store"), "--tokens", str(workdir / "tokens"), "--cert", pki["cert"],
+            "--key", pki["key"]]
+    return argv, port, {"Authorization": "Bearer " + TOKEN}, ("GET", "/v1/overlay/n1"), ("POST", "/v1/overlay/n1")
+
+
 STARTERS = {"bmc": _bmc, "dcdb": _dcdb, "emp": _emp, "image-store": _image_store, "nammgr": _nammgr,
-            "psgw-agent": _psgw, "rma": _rma}
+            "overlay-server": _overlay_server, "psgw-agent": _psgw, "rma": _rma}
 
 
 def start(name, workdir, pki):

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Every HTTP service (the six stand-in APIs and the image store), each a process of its own over TLS, under
-malformed, oversized, negative-length, chunked, slow and idle requests, without and with credentials (issue 34):
+"""Every HTTP service (the six stand-in APIs, the image store and the overlay server), each a process of its own over
+TLS, under malformed, oversized, negative-length, chunked, slow and idle requests, without and with credentials
+(issue 34):
 
 - while that load is on, a well-formed authenticated request from another peer answers within 1 s;
 - each malformed request gets its 4xx (or its connection closed), never a 2xx, never a hang;
@@ -32,6 +33,8 @@ FLOOD = 100 << 20         # bytes offered with Content-Length: -1 and no credent
 MEMORY_BOUND = 30 << 10   # KiB the peak resident set may grow under all of it
 LATENCY = 1.0             # seconds a well-formed request may take while the load is on
 REPEAT = 3
+# Services with no POST at all, which read no body: a POST is 501, a slow body 413 before a byte of it is read.
+NO_BODY = ("image-store", "overlay-server")
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +46,7 @@ def pki(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def services(pki, tmp_path_factory):
-    """All seven services, started at once (each start is mostly Python's imports)."""
+    """All eight services, started at once (each start is mostly Python's imports)."""
     started, errors = {}, []
 
     def run(name):
@@ -118,7 +121,7 @@ def malformed_cases(service, creds):
     """(case, request bytes, the status it must get with credentials) for ``service``."""
     auth = service.auth if creds else {}
     method, path = service.body
-    bad_method = 501 if service.name == "image-store" else None  # the store has no POST at all
+    bad_method = 501 if service.name in NO_BODY else None
     cases = [
         ("garbage request line", b"GARBAGE\r\n\r\n", 400),
         ("bad HTTP version", b"GET / HTTP/1.x\r\nHost: 127.0.0.1\r\n\r\n", 400),
@@ -292,8 +295,7 @@ def test_slow_and_silent_requests_are_cut_at_their_deadline(services, pki, robus
     assert len(outcomes) == 3 * len(services)
     assert not hung, "still open after %s s: %s" % (SLOW_WAIT, hung)
     answered = {key: value for key, value in outcomes.items()
-                if value[0] not in ("closed", 408) and not (key[0] == "image-store" and value[0] == 413)}
-    # (the image store takes no body at all: 413 before a byte of it is read)
+                if value[0] not in ("closed", 408) and not (key[0] in NO_BODY and value[0] == 413)}
     assert not answered, "a slow request got an answer other than 408 or a closed connection: %s" % answered
 
 

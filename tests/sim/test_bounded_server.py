@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
+import sys
 import threading
 import time
 
@@ -16,6 +18,10 @@ from ansible_collections.msa.hpc.plugins.module_utils.node.tlsserver import (Bod
                                                                              dispatching)
 from msa_sim.bmc.testing import make_tls
 from msa_sim.dcdb.collectagent import AgentConfig, CollectAgent, JobTracker
+from msa_sim.rma.testing import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "sim", "nam_client"))
+import msa_nam  # noqa: E402
 
 
 class Handler(dispatching("GET", "POST")):
@@ -195,6 +201,38 @@ def test_the_tls_handshake_has_a_deadline(tmp_path):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_the_nam_client_carries_on_after_the_server_closed_its_idle_kept_alive_connection(tmp_path):
+    """A job's code that keeps its manager connection idle past the keep-alive deadline (the demo's hold step polls
+    the board for a minute, then detaches) gets its next call answered on a new connection, not an SSLEOFError."""
+    ca, pair = make_tls(str(tmp_path))
+    srv = TLSThreadingHTTPServer(("127.0.0.1", 0), Handler, tls=(pair["cert"], pair["key"]))
+    srv.idle_timeout = 0.3
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    conn = msa_nam.Connection("https://127.0.0.1:%d" % srv.server_address[1], ca)
+    try:
+        assert conn.call("POST", "/x", b"12", {"X-Key": "k"})[0] == 200
+        deadline = time.monotonic() + 5
+        while srv.connections() and time.monotonic() < deadline:   # the server ends the idle connection
+            time.sleep(0.05)
+        assert srv.connections() == 0
+        assert conn.call("POST", "/x", b"345", {"X-Key": "k"}) == (200, b'{"method": "POST", "length": 3}')
+        assert Handler.reads[-2:] == [2, 3]
+    finally:
+        conn.close()
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_the_nam_client_names_the_server_when_a_new_connection_fails(tmp_path):
+    ca, _pair = make_tls(str(tmp_path))
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        threading.Thread(target=lambda: listener.accept()[0].close(), daemon=True).start()
+        conn = msa_nam.Connection("https://127.0.0.1:%d" % port, ca, timeout=5)
+        with pytest.raises(msa_nam.NamError, match="cannot reach https://127.0.0.1:%d" % port):
+            conn.call("GET", "/x")
 
 
 def test_the_collect_agent_bounds_its_pending_readings_and_its_job_table(tmp_path):

@@ -19,14 +19,26 @@ def _size(nbytes):
     return "%d B" % nbytes  # pragma: no cover (the loop always returns)
 
 
-def _components(job, labels):
+OUTPUT_TAIL = 5
+
+
+def _output_tail(text):
+    """The last lines of a job's output that are not a part's ``RESULT``/``HOLD`` line (what went wrong, if anything)."""
+    lines = [line.rstrip() for line in str(text or "").splitlines()]
+    return [line for line in lines if line and not line.startswith(("RESULT ", "HOLD "))][-OUTPUT_TAIL:]
+
+
+def _components(job, labels, outputs=None):
+    """The job's components; ``outputs`` (job id -> the text of its output file) adds each one's ``output_tail``."""
     out = []
+    outputs = outputs or {}
     for comp in job.get("components") or []:
         index = int(comp.get("index", len(out)))
         out.append({"label": labels[index] if index < len(labels) else "part %d" % index,
                     "partition": comp.get("partition"), "nodes": list(comp.get("node_list") or []),
                     "job_id": comp.get("job_id"), "role": comp.get("role"), "delay_min": comp.get("delay"),
-                    "state": comp.get("state"), "exit_code": comp.get("exit_code")})
+                    "state": comp.get("state"), "exit_code": comp.get("exit_code"),
+                    "output_tail": _output_tail(outputs.get(str(comp.get("job_id"))))})
     return out
 
 
@@ -122,7 +134,8 @@ def workflow_report(data):
     job = data["job"]
     return {
         "system": data.get("system"), "name": data.get("name"), "job_id": job.get("job_id"),
-        "state": job.get("state"), "components": _components(job, list(data.get("labels") or [])),
+        "state": job.get("state"),
+        "components": _components(job, list(data.get("labels") or []), data.get("outputs")),
         "coupling": _coupling(data.get("step"), data.get("dam")),
         "gateways": _gateways(data.get("gateways"), _routes(data.get("routes"), data.get("gateway_names"))), "nam": _nam(data.get("nam")),
         "fabric": _fabric(data.get("fabric")), "monitoring": _readings(data.get("readings")),
@@ -193,7 +206,9 @@ def workflow_report_failures(report):
     out = []
     for comp in report.get("components") or []:
         if comp.get("state") != "COMPLETED" or comp.get("exit_code") != 0:
-            out.append("%s part: %s, exit code %s" % (comp.get("label"), comp.get("state"), comp.get("exit_code")))
+            tail = comp.get("output_tail") or []
+            out.append("%s part: %s, exit code %s%s" % (comp.get("label"), comp.get("state"), comp.get("exit_code"),
+                                                        "; its output ends: %s" % " | ".join(tail) if tail else ""))
     cpl = report["coupling"]
     modules = sorted({p.get("module") for p in cpl.get("placement") or []})
     if modules != ["cm", "esb"]:

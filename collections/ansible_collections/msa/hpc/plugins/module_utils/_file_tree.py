@@ -18,7 +18,16 @@ class TreeError(Exception):
     """A bad request (a path outside the tree, an unknown owner), named with the field and value."""
 
 
-def _ids(owner, group):
+def octal_mode(value, field):
+    """The mode an option gives as an octal string (``"0644"``); TreeError naming the option otherwise."""
+    try:
+        return int(value, 8)
+    except (TypeError, ValueError):
+        raise TreeError("%s: %r is not an octal mode" % (field, value)) from None
+
+
+def owner_ids(owner, group):
+    """(uid, gid) of the user and group names; -1 for a name not given. TreeError names an unknown one."""
     try:
         uid = pwd.getpwnam(owner).pw_uid if owner else -1
     except KeyError:
@@ -38,7 +47,7 @@ def _inside(dest, rel, field):
     return os.path.join(dest, *parts)
 
 
-def _state(path):
+def file_state(path):
     """(sha256, mode, uid, gid) of a regular file, or None when there is none (a directory there is an error)."""
     try:
         st = os.lstat(path)
@@ -51,7 +60,9 @@ def _state(path):
     return digest, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid
 
 
-def _write(path, data, mode, uid, gid):
+def stage_file(path, data, mode, uid, gid):
+    """A temporary file beside ``path`` holding ``data`` with its mode and owner, flushed to disk: its name. Renamed
+    over ``path`` (``os.replace``) it installs the file atomically; on any failure nothing is left behind."""
     fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=os.path.dirname(path))
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -59,14 +70,24 @@ def _write(path, data, mode, uid, gid):
             os.fchmod(handle.fileno(), mode)
             if uid != -1 or gid != -1:
                 os.fchown(handle.fileno(), uid, gid)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+def _write(path, data, mode, uid, gid):
+    tmp = stage_file(path, data, mode, uid, gid)
+    try:
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        os.unlink(tmp)
         raise
 
 
-def _make_dirs(path, mode, uid, gid, made, check_mode):
+def make_dirs(path, mode, uid, gid, made, check_mode):
     """Make the missing directories down to ``path`` (each with ``mode`` and owner), listing them in ``made``."""
     missing = []
     while path and not os.path.isdir(path):
@@ -89,7 +110,7 @@ def install(dest, files, mode=0o644, dir_mode=0o755, owner=None, group=None, emp
     made, removed, diff}; ``written`` names files under ``dest`` relative to it, others by their absolute path."""
     if not os.path.isabs(dest):
         raise TreeError("dest: %r is not an absolute path" % dest)
-    uid, gid = _ids(owner, group)
+    uid, gid = owner_ids(owner, group)
     result = {"written": [], "made": [], "removed": []}
     wanted = {_inside(dest, rel, "files"): (rel, data) for rel, data in files.items()}
     for path in empty:
@@ -99,10 +120,10 @@ def install(dest, files, mode=0o644, dir_mode=0o755, owner=None, group=None, emp
     for path in sorted(wanted):
         rel, data = wanted[path]
         want = (hashlib.sha256(data).hexdigest(), mode, uid, gid)
-        have = _state(path) if os.path.isdir(os.path.dirname(path)) else None
+        have = file_state(path) if os.path.isdir(os.path.dirname(path)) else None
         if have is not None and all(w == -1 or w == h for w, h in zip(want, have)):
             continue
-        _make_dirs(os.path.dirname(path), dir_mode, uid, gid, result["made"], check_mode)
+        make_dirs(os.path.dirname(path), dir_mode, uid, gid, result["made"], check_mode)
         result["written"].append(rel)
         if not check_mode:
             _write(path, data, mode, uid, gid)

@@ -114,16 +114,8 @@ import base64
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.msa.hpc.plugins.module_utils._file_tree import TreeError, install
+from ansible_collections.msa.hpc.plugins.module_utils._file_tree import TreeError, install, octal_mode
 from ansible_collections.msa.hpc.plugins.module_utils._module_run import run_module
-
-
-def _mode(module, name):
-    try:
-        return int(module.params[name], 8)
-    except ValueError:
-        module.fail_json(msg="%s: %r is not an octal mode" % (name, module.params[name]))
-        raise
 
 
 def main():
@@ -146,8 +138,9 @@ def main():
         module.fail_json(msg="files: %s not sent by the action plugin (call the module as msa.hpc.file_tree)"
                          % ", ".join(missing))
     contents = {rel: base64.b64decode(p["_contents"][rel]) for rel in p["files"]}
-    run_module(module, lambda: install(p["dest"], contents, mode=_mode(module, "mode"),
-                                       dir_mode=_mode(module, "dir_mode"), owner=p["owner"], group=p["group"],
+    run_module(module, lambda: install(p["dest"], contents, mode=octal_mode(p["mode"], "mode"),
+                                       dir_mode=octal_mode(p["dir_mode"], "dir_mode"),
+                                       owner=p["owner"], group=p["group"],
                                        empty=p["empty"], absent=p["absent"], check_mode=module.check_mode),
                [(TreeError, lambda exc: {"msg": str(exc)}), (OSError, lambda exc: {"msg": "cannot install: %s" % exc})])
 

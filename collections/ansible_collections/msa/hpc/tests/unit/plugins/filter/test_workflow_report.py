@@ -195,3 +195,16 @@ def test_each_requirement_fails_on_its_broken_input(broken, says):
 def test_failures_refuse_what_is_not_a_report():
     with pytest.raises(AnsibleFilterError, match="workflow_report's result"):
         workflow_report_failures({"components": []})
+
+
+def test_a_failed_part_says_how_its_output_ends():
+    job = dict(RAW["job"], components=[dict(RAW["job"]["components"][0], state="FAILED", exit_code=1)])
+    output = "RESULT {}\nTraceback (most recent call last):\nmsa_nam.NamError: 401 token revoked\n"
+    report = _broken(job=job, outputs={str(job["components"][0]["job_id"]): output})
+    assert report["components"][0]["output_tail"] == ["Traceback (most recent call last):",
+                                                      "msa_nam.NamError: 401 token revoked"]
+    failed = [f for f in workflow_report_failures(report) if f.startswith("CM part")]
+    assert failed == ["CM part: FAILED, exit code 1; its output ends: Traceback (most recent call last): | "
+                      "msa_nam.NamError: 401 token revoked"]
+    # a part that completed keeps its output out of the failures
+    assert not any(f.startswith("ESB part") for f in workflow_report_failures(report))
