@@ -25,8 +25,7 @@ from ansible_collections.msa.hpc.plugins.module_utils._hostlist import expand as
 
 from . import payload as wire
 from .analytics import load_operators, run_operators
-from .info import (DcdbConfigError, NetworkLoop, as_bool, as_int, load_info, mqtt_tls, read_secret, split_hostport,
-                   use_tls)
+from .info import DcdbConfigError, as_bool, as_int, load_info, mqtt_tls, read_secret, split_hostport, use_tls
 from .store import StoreError, open_store
 from .tree import SensorTree
 
@@ -389,13 +388,14 @@ class CollectAgent:
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
         client.connect_async(cfg.broker[0], cfg.broker[1], 30)
-        self._loop = NetworkLoop(client, "dcdb-collectagent-mqtt", LOG).start()
+        client.loop_start()
         self._client = client
 
     def stop(self):
         client, self._client = self._client, None
         if client is not None:
-            self._loop.stop()
+            client.disconnect()
+            client.loop_stop()
         self.wait_idle(10)
         self._stop.set()
         if self._writer is not None:

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 """The INFO configuration format of DCDB, shared with the collection (one parser for the module and the daemons)."""
 
-import logging
 import ssl
-import threading
 
 from ansible_collections.msa.hpc.plugins.module_utils._dcdb import (  # noqa: F401  (re-exported)
     DcdbConfigError, InfoError, InfoNode, dump_info, load_info, parse_info, parse_plugin, pusher_plugins,
@@ -50,44 +48,6 @@ def use_tls(client, ca_file):
         context = ssl.create_default_context(cafile=ca_file)
         client.tls_set_context(context)
         client.tls_insecure_set(False)
-
-
-class NetworkLoop:
-    """paho's network loop in a thread that outlives what paho 1.6 does not catch.
-
-    ``loop_start`` runs ``loop_forever`` once: an ``ssl.SSLEOFError`` raised while it writes to a broker that has just
-    gone away (a restart) ends that thread, and the client never reconnects. Here the loop is run again after such an
-    error, the client reconnecting with its own backoff, until ``stop``."""
-
-    def __init__(self, client, name, log=None, retry=0.5):
-        self.client, self.retry = client, retry
-        self.log = log or logging.getLogger(__name__)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-
-    def start(self):
-        self._thread.start()
-        return self
-
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                self.client.loop_forever(retry_first_connection=True)
-            except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-                self.log.warning("MQTT network loop ended on %s: %s; reconnecting", type(exc).__name__, exc)
-            if self._stop.wait(self.retry):
-                return
-            try:
-                self.client.reconnect()
-            except (OSError, ValueError) as exc:
-                self.log.warning("MQTT reconnect failed: %s (retrying)", exc)
-
-    def stop(self, timeout=10):
-        """Disconnect (``loop_forever`` returns) and wait for the thread."""
-        self._stop.set()
-        self.client.disconnect()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
 
 
 def read_secret(path, field):

@@ -22,8 +22,8 @@ import time
 
 from .. import sdnotify
 from . import payload as wire
-from .info import (DcdbConfigError, NetworkLoop, as_int, load_info, mqtt_tls, pusher_plugins, read_secret,
-                   split_hostport, use_tls, validate_topic)
+from .info import (DcdbConfigError, as_int, load_info, mqtt_tls, pusher_plugins, read_secret, split_hostport, use_tls,
+                   validate_topic)
 from .plugins import load_plugin, plugin_config_path, short_hostname
 
 try:
@@ -202,13 +202,14 @@ class Pusher:
         client.on_disconnect = self._on_disconnect
         client.on_publish = self._on_publish
         client.connect_async(cfg.broker[0], cfg.broker[1], cfg.keepalive)
-        self._loop = NetworkLoop(client, "dcdb-pusher-mqtt", LOG).start()
+        client.loop_start()
         self._client = client
 
     def _disconnect(self):
         client, self._client = self._client, None
         if client is not None:
-            self._loop.stop()
+            client.disconnect()
+            client.loop_stop()
         self.connected = False
         with self._lock:  # readings paho still held are gone with the old client
             lost = sum(self._inflight.values())
