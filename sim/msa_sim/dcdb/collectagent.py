@@ -25,7 +25,8 @@ from ansible_collections.msa.hpc.plugins.module_utils._hostlist import expand as
 
 from . import payload as wire
 from .analytics import load_operators, run_operators
-from .info import DcdbConfigError, as_bool, as_int, load_info, mqtt_tls, read_secret, split_hostport, use_tls
+from .info import (DcdbConfigError, as_bool, as_int, client_class, load_info, mqtt_tls, read_secret, split_hostport,
+                   use_tls)
 from .store import StoreError, open_store
 from .tree import SensorTree
 
@@ -377,7 +378,7 @@ class CollectAgent:
         if mqtt is None and self._client_factory is None:
             raise DcdbConfigError("the Collect Agent needs paho-mqtt (python3-paho-mqtt)")
         cfg = self.config
-        factory = self._client_factory or mqtt.Client
+        factory = self._client_factory or client_class(mqtt)
         client = factory(client_id=cfg.client_id, clean_session=not cfg.persistent)
         use_tls(client, cfg.ca_file)
         if cfg.username:

@@ -42,6 +42,29 @@ def mqtt_tls(get, default_port=8883):
     return ca_file, (default_port if ca_file else 1883)
 
 
+def client_class(mqtt):
+    """paho's Client, with a broker gone away mid-write seen as a lost connection.
+
+    paho 1.6 (Debian 12's python3-paho-mqtt) turns a ConnectionError on its socket into a lost connection and
+    reconnects; a TLS connection the broker closed (a restart) raises ``ssl.SSLEOFError`` instead, which ends the
+    network thread of ``loop_start`` for good, and the daemon never reconnects."""
+
+    class Client(mqtt.Client):
+        def _sock_send(self, buf):
+            try:
+                return super()._sock_send(buf)
+            except (ssl.SSLEOFError, ssl.SSLZeroReturnError) as exc:
+                raise ConnectionResetError(str(exc)) from exc
+
+        def _sock_recv(self, bufsize):
+            try:
+                return super()._sock_recv(bufsize)
+            except (ssl.SSLEOFError, ssl.SSLZeroReturnError) as exc:
+                raise ConnectionResetError(str(exc)) from exc
+
+    return Client
+
+
 def use_tls(client, ca_file):
     """Make a paho client speak TLS to the broker, verifying its certificate and name against ``ca_file``."""
     if ca_file:

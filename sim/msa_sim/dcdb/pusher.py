@@ -22,8 +22,8 @@ import time
 
 from .. import sdnotify
 from . import payload as wire
-from .info import (DcdbConfigError, as_int, load_info, mqtt_tls, pusher_plugins, read_secret, split_hostport, use_tls,
-                   validate_topic)
+from .info import (DcdbConfigError, as_int, client_class, load_info, mqtt_tls, pusher_plugins, read_secret,
+                   split_hostport, use_tls, validate_topic)
 from .plugins import load_plugin, plugin_config_path, short_hostname
 
 try:
@@ -189,7 +189,7 @@ class Pusher:
     def _connect(self):
         if mqtt is None and self._client_factory is None:
             raise DcdbConfigError("the Pusher needs paho-mqtt (python3-paho-mqtt)")
-        factory = self._client_factory or mqtt.Client
+        factory = self._client_factory or client_class(mqtt)
         cfg = self.config
         client = factory(client_id=cfg.client_id, clean_session=True)
         use_tls(client, cfg.ca_file)
