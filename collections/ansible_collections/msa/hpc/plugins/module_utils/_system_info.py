@@ -399,7 +399,10 @@ def from_cli(run, partition_modules=None, fabric=None):
         return out
 
     try:   # the node list in the layout of GET /slurm/v0.0.38/nodes
-        nodes = {"nodes": N.load_nodes(command(["sinfo", "--json"]), "sinfo --json")}
+        nodes = N.load_nodes(command(["sinfo", "--json"]), "sinfo --json")
+        if any(n.get("grouped") for n in nodes):   # 23.02 on: sinfo groups nodes; scontrol gives each its own
+            nodes = N.load_nodes(command(["scontrol", "show", "nodes", "--json"]), "scontrol show nodes --json")
+        nodes = {"nodes": nodes}
     except N.NodeRecordError as exc:
         raise SystemInfoError(str(exc)) from None
     parts = parse_scontrol_partitions(command(["scontrol", "-o", "show", "partitions"]))
