@@ -414,17 +414,17 @@ def from_cli(run, partition_modules=None, fabric=None):
     return build(nodes, parts, licenses, "cli", cluster, partition_modules, **(fabric or {}))
 
 
-def from_rest(call, license_totals=None, partition_modules=None, fabric=None):
-    """Facts through slurmrestd; ``call(path)`` returns the decoded JSON of a GET (raising on failure) and None for
-    a path the API does not have (HTTP 404)."""
-    from ansible_collections.msa.hpc.plugins.module_utils.slurm.rest import API_VERSION
-    nodes = call("/slurm/%s/nodes" % API_VERSION)
-    parts = call("/slurm/%s/partitions" % API_VERSION)
-    lic = call("/slurm/%s/licenses" % API_VERSION)   # v0.0.39 on; 22.05's v0.0.38 has none
+def from_rest(call, license_totals=None, partition_modules=None, fabric=None, api_version="v0.0.38"):
+    """Facts through slurmrestd in API version ``api_version`` (RestTransport.api: v0.0.38 for 22.05, v0.0.42 from
+    24.11); ``call(path)`` returns the decoded JSON of a GET (raising on failure) and None for a path the API does
+    not have (HTTP 404)."""
+    nodes = call("/slurm/%s/nodes" % api_version)
+    parts = call("/slurm/%s/partitions" % api_version)
+    lic = call("/slurm/%s/licenses" % api_version)   # v0.0.39 on; 22.05's v0.0.38 has none
     if lic is not None:
         licenses = read_licenses(lic)
     else:
-        licenses = licenses_from_totals(license_totals, licenses_in_use(call("/slurm/%s/jobs" % API_VERSION)))
+        licenses = licenses_from_totals(license_totals, licenses_in_use(call("/slurm/%s/jobs" % api_version)))
     meta = (nodes or {}).get("meta") or {}
     cluster = (meta.get("Slurm") or meta.get("slurm") or {}).get("cluster")
     return build(nodes, parts, licenses, "rest", cluster, partition_modules, **(fabric or {}))
