@@ -71,7 +71,7 @@ SCHEMA = {
                 + _AGGREGATE_KEYS,
                 "additionalProperties": False,
                 "properties": dict(_AGGREGATE, name={"type": "string"}, module={"type": "string"},
-                                   state={"type": "string"}, default={"type": "boolean"},
+                                   state={"type": "string"}, default={"type": ["boolean", "null"]},
                                    max_time_minutes={"type": ["integer", "null"], "minimum": 0}),
             },
         },
@@ -231,6 +231,8 @@ def read_nodes(payload):
 
 def _max_time(part):
     raw = part.get("max_time_limit", part.get("maximum_time", part.get("max_time")))
+    if raw is None and isinstance(part.get("maximums"), dict):   # data_parser v0.0.40 on
+        raw = part["maximums"].get("time")
     if isinstance(raw, dict):
         return None if raw.get("infinite") or not raw.get("set", True) else _number(raw.get("number"), None)
     if isinstance(raw, str):
@@ -272,8 +274,12 @@ def read_partitions(payload):
             names = expand(nodes) if nodes else []
         except HostlistError:
             names = _words(nodes)
+        # data_parser v0.0.40 to v0.0.45 (24.11 to 26.05) leave the partition flags out (Default=YES among them):
+        # over their REST API whether a partition is the default is not known (None)
+        default = None if "flags" not in part and "default" not in part else \
+            "default" in flags or bool(part.get("default"))
         out.append({"name": str(part.get("name")), "state": str(_words(state)[0] if _words(state) else "UP").upper(),
-                    "default": "default" in flags or bool(part.get("default")), "max_time_minutes": _max_time(part),
+                    "default": default, "max_time_minutes": _max_time(part),
                     "nodes": names})
     return out
 
