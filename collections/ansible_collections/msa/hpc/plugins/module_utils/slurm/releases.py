@@ -17,6 +17,9 @@ import re
 # Supported releases (YY.MM), oldest first. UPGRADE_SOURCE_ONLY may be installed, and upgraded from, but is no target.
 SUPPORTED = ("22.05", "24.11", "25.05", "25.11", "26.05")
 UPGRADE_SOURCE_ONLY = ("22.05",)
+# Releases the collection never deploys but an upgrade from 22.05 must pass through (24.11 takes 23.02, 23.11 and
+# 24.05 only): msa.hpc.slurm_upgrade_plan accepts them as the target of one step of such an upgrade.
+STEPPING_STONES = ("23.02", "23.11", "24.05")
 DEFAULT = "24.11"
 # The slurmrestd API version (URL path /slurm/<v>/..., /slurmdb/<v>/...) and data_parser each release is spoken to in.
 API_VERSIONS = {"22.05": "v0.0.38", "24.11": "v0.0.42", "25.05": "v0.0.42", "25.11": "v0.0.42", "26.05": "v0.0.42"}
