@@ -58,8 +58,8 @@ def state(node):
     """``(base state, flags)`` of a node record: 22.05 gives ``state`` and ``state_flags``, later releases one list
     (``["IDLE", "DRAIN"]``); the base state is lower case, the flags upper case, in the order Slurm gave them."""
     raw = node.get("state")
-    if not (raw is None or isinstance(raw, str) or (isinstance(raw, (list, tuple))
-                                                   and all(isinstance(w, str) for w in raw))):
+    words_only = isinstance(raw, (list, tuple)) and all(isinstance(w, str) for w in raw)
+    if not (raw is None or isinstance(raw, str) or words_only):
         raise NodeRecordError("node %s: field state: %r is not a node state (a word, or a list of words)"
                               % (node.get("name"), raw))
     if isinstance(raw, (list, tuple)):

@@ -55,4 +55,3 @@ def check_supported(version, field="version", target=False):
 def api_version(version, field="slurm release"):
     """The slurmrestd API / data_parser version the collection speaks to Slurm ``version``."""
     return API_VERSIONS[check_supported(version, field)]
-

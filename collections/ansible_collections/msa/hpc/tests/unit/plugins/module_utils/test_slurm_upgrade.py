@@ -113,8 +113,8 @@ def test_a_step_out_of_slurms_order_is_refused_before_it_runs():
     half = dict(SYSTEM_24, mgmt01={"slurmdbd": FORKY, "slurmctld": FORKY})
     with pytest.raises(UpgradeError, match="step=slurmd: slurmctld on mgmt02 still has 24.11.5-4"):
         plan(half, FORKY, step="slurmd")
-    assert plan(half, FORKY, step="slurmctld")[0] == {"daemon": "slurmctld", "package": "slurmctld",
-                                                     "hosts": ["mgmt02"], "from": [TRIXIE]}
+    expected = {"daemon": "slurmctld", "package": "slurmctld", "hosts": ["mgmt02"], "from": [TRIXIE]}
+    assert plan(half, FORKY, step="slurmctld")[0] == expected
     with pytest.raises(UpgradeError, match="step='slurmrestd': not a daemon of the upgrade"):
         plan(SYSTEM_24, FORKY, step="slurmrestd")
 
