@@ -98,8 +98,8 @@ def report_lines(report):
     """The usage report as aligned text lines (what an administrator reads)."""
     lines = ["%-16s %-12s %12s %12s %7s %s" % ("volume", "user", "used", "limit", "use%", "state")]
     for r in report:
-        lines.append("%-16s %-12s %12s %12s %6.1f%% %s" % (r["volume"], r["user"], _size(r["used"]),
-                                                            _size(r["hard_limit"]), r["percent"], r["state"]))
+        fields = (r["volume"], r["user"], _size(r["used"]), _size(r["hard_limit"]), r["percent"], r["state"])
+        lines.append("%-16s %-12s %12s %12s %6.1f%% %s" % fields)
     return lines
 
 

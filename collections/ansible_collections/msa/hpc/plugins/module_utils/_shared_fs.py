@@ -35,8 +35,8 @@ def _path(value, field):
     if not isinstance(value, str) or not value.startswith("/") or any(c.isspace() or c in "#,\\" for c in value):
         raise SharedFsError("%s: %r is not an absolute path without blanks, commas or '#'" % (field, value))
     if posixpath.normpath(value) != value or value == "/":
-        raise SharedFsError("%s: %r is not a normalised path below / (write %r)" % (field, value,
-                                                                                   posixpath.normpath(value)))
+        raise SharedFsError("%s: %r is not a normalised path below / (write %r)"
+                            % (field, value, posixpath.normpath(value)))
     return value
 
 

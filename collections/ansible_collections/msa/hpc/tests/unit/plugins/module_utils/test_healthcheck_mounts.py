@@ -66,9 +66,11 @@ def test_a_child_that_hangs_is_given_up_after_the_timeout_and_the_others_still_a
 def test_a_hanging_statfs_drains_instead_of_hanging_the_check():
     def hanging(argvs, timeout):   # a dead network mount: statfs never returns; a sleeping child stands in
         return H.bounded_runs([["sleep", "60"] for dummy in argvs], timeout)
+
+    def probe(paths):
+        return H.mount_problems(paths, 0.3, runs=hanging, mountinfo=lambda: MOUNTINFO)
     with pytest.raises(H.CheckFailed, match=r"^mount /home: no answer within 0.3 s$"):
-        H.check_mounts(["/home"], probe=lambda paths: H.mount_problems(paths, 0.3, runs=hanging,
-                                                                        mountinfo=lambda: MOUNTINFO))
+        H.check_mounts(["/home"], probe=probe)
 
 
 def test_the_real_root_file_system_is_mounted_and_answers():

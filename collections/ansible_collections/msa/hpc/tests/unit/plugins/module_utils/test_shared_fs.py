@@ -19,7 +19,8 @@ MOUNTS = [{"path": "/home", "filesystem": "home", "purpose": "home", "groups": [
           {"path": "/scratch", "filesystem": "scratch", "purpose": "scratch", "groups": ["cm", "esb"]}]
 
 
-def only(host, filesystems, mounts=MOUNTS, **kw):
+def only(host, filesystems, mounts=None, **kw):
+    mounts = MOUNTS if mounts is None else mounts
     return {e["path"]: e for e in S.entries(host, mounts, filesystems, GROUPS, HOSTVARS, **kw)}
 
 
