@@ -72,7 +72,7 @@ def test_check_mode_renders_the_units_of_every_type_and_writes_nothing(tmp_path)
     assert "Options=ro,_netdev,log-level=WARNING,backup-volfile-servers=10.45.0.121" in text
     for unit in ("msa\\x2dtest-home.mount", "msa\\x2dtest-scratch.automount", "msa\\x2dtest-data.mount"):
         assert "(item=%s" % unit in text       # the units' names, as systemd-escape --path gives them
-    assert "TimeoutSec=60" in text
+    assert "TimeoutSec=90" in text
     # Debian offers no BeeGFS or Lustre client: check mode says so and goes on
     assert "check mode: no apt source offers lustre-client-utils, beegfs-client" in text
     assert list((tmp_path / "units").iterdir()) == [] and not (tmp_path / "beegfs").exists()

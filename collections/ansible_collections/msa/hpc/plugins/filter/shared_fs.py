@@ -10,7 +10,7 @@ from ansible_collections.msa.hpc.plugins.module_utils._shared_fs import SharedFs
 
 
 def shared_fs_entries(host, mounts, filesystems, groups, hostvars, fabric="storage", automount=True,
-                      mount_timeout=60, beegfs_config_dir="/etc/beegfs"):
+                      mount_timeout=90, beegfs_config_dir="/etc/beegfs"):
     """``host``'s mounts (module_utils/_shared_fs.entries); ``groups`` maps each host to its group names."""
     try:
         return entries(host, mounts, filesystems, groups, hostvars, fabric=fabric, automount=automount,

@@ -110,7 +110,7 @@ def unit_name(path):
     return "".join(out)
 
 
-def entries(host, mounts, filesystems, groups, hostvars, fabric="storage", automount=True, mount_timeout=60,
+def entries(host, mounts, filesystems, groups, hostvars, fabric="storage", automount=True, mount_timeout=90,
             beegfs_config_dir="/etc/beegfs"):
     """The mounts of ``host``: one dict per mount of a group it is in, each with ``path``, ``src`` (What=),
     ``fstype``, ``opts`` (the option string), ``unit`` (the .mount unit's name), ``automount`` (the .automount's, or
