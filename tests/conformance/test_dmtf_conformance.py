@@ -174,27 +174,65 @@ def _problems(log_lines):
     return found
 
 
-def test_redfish_service_validator_finds_no_failure_and_no_warning(bmc, capsys):
-    _tool("redfish_service_validator")
-    logdir = os.path.join(bmc["dir"], "rsv")
-    out = _run([os.path.join(HERE, "rsv_verified.py"), "--ca-bundle", bmc["ca"], "--rhost", bmc["url"], "-u",
+def _service_validator(url, ca, directory, name):
+    """Run the service validator against ``url``: (counts, problems) from its summary and its debug log."""
+    logdir = os.path.join(directory, name)
+    out = _run([os.path.join(HERE, "rsv_verified.py"), "--ca-bundle", ca, "--rhost", url, "-u",
                 "admin", "-p", USERS["admin"][0], "--authtype", "Session", "--schema_directory",
-                _csdl_with_oem(bmc["dir"]), "--skipschema", "--logdir", logdir], bmc["dir"])
-    passed, warned, failed, untested = _table_counts(out, "the service validator")
+                _csdl_with_oem(os.path.join(directory, name + "-schemas")), "--skipschema", "--logdir", logdir],
+               directory)
+    counts = _table_counts(out, "the service validator")
     lines = []
     for path in glob.glob(os.path.join(logdir, "*", "RedfishServiceValidatorDebug_*.log")):
         with open(path, encoding="utf-8") as handle:
             lines += handle.read().splitlines()
-    problems = _problems(lines)
+    return counts, _problems(lines)
+
+
+def _report(label, counts, problems, expected):
+    passed, warned, failed, untested = counts
+    _say("\nredfish-service-validator (%s): PASS %d, WARN %d, FAIL %d, NOT TESTED %d" % (
+        label, passed, warned, failed, untested))
+    for kind, resource, prop, text in problems:
+        reason = expected.get((resource, prop)) if kind == "WARN" else None
+        _say("  %s %s %s %s%s" % (kind, resource, prop, text[:300], "\n      expected: " + reason if reason else ""))
+
+
+@pytest.fixture(scope="module")
+def current_only_bmc(tmp_path_factory):
+    """A BMC with ``deprecated_resources: false``: the current forms only, as bmcweb built without its
+    redfish-allow-deprecated-power-thermal option serves them."""
+    directory = str(tmp_path_factory.mktemp("dmtf-bmc-current"))
+    ca, tls = testing.make_tls(directory)
+    service = testing.start(directory, [{"name": "n1", "nics": [{"mac": "02:00:00:00:00:01", "ipv4": "10.0.0.1/24"}]}],
+                            USERS, defaults={"tls": tls, "update_seconds": 0.2, "deprecated_resources": False})
+    yield {"url": service.url("n1"), "ca": ca, "dir": directory}
+    service.stop()
+
+
+def test_redfish_service_validator_finds_no_failure_and_no_warning(current_only_bmc, capsys):
+    """With the deprecated forms off, the OpenBMC rule: no failure and no warning at all."""
+    _tool("redfish_service_validator")
+    counts, problems = _service_validator(current_only_bmc["url"], current_only_bmc["ca"], current_only_bmc["dir"],
+                                          "rsv")
+    with capsys.disabled():
+        _report("deprecated_resources false", counts, problems, {})
+    passed, warned, failed, _ = counts
+    assert failed == 0, "the service validator failed %d checks (FAIL lines above)" % failed
+    assert warned == 0 and not problems, "the service validator warned %d times (listed above)" % warned
+    assert passed >= 1000, "only %d checks passed: the validator did not reach the service" % passed
+
+
+def test_redfish_service_validator_warns_only_of_the_deprecated_forms_kept(bmc, capsys):
+    """With the deprecated forms on (the default, and what the harness sets), no failure, and exactly the
+    warnings EXPECTED_WARNINGS explains, each still occurring."""
+    _tool("redfish_service_validator")
+    counts, problems = _service_validator(bmc["url"], bmc["ca"], bmc["dir"], "rsv")
+    passed, warned, failed, _ = counts
     unexpected = [p for p in problems if p[0] == "FAIL" or (p[1], p[2]) not in EXPECTED_WARNINGS]
     stale = [key for key in EXPECTED_WARNINGS if not any((p[1], p[2]) == key for p in problems)]
     with capsys.disabled():
-        _say("\nredfish-service-validator: PASS %d, WARN %d, FAIL %d, NOT TESTED %d" % (
-            passed, warned, failed, untested))
-        for kind, resource, prop, text in problems:
-            reason = EXPECTED_WARNINGS.get((resource, prop)) if kind == "WARN" else None
-            _say("  %s %s %s %s%s" % (kind, resource, prop, text[:300],
-                                       "\n      expected: " + reason if reason else ""))
+        _report("deprecated_resources true", counts, problems, EXPECTED_WARNINGS)
     assert failed == 0, "the service validator failed %d checks (FAIL lines above)" % failed
     assert len([p for p in problems if p[0] == "WARN"]) == warned, "WARN lines in the log do not match the count"
     assert not unexpected, "service validator warnings nobody explained: %s" % unexpected

@@ -1,5 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Chassis (power, thermal) and Manager (the BMC itself: network protocols, NIC, logs) resources of one BMC."""
+"""Chassis (power, thermal, environment) and Manager (the BMC itself: network protocols, NIC, logs) resources of one
+BMC. The deprecated forms (Chassis Power and Thermal, IndicatorLED, the Manager's VirtualMedia link) are served only
+while the BMC's ``deprecated_resources`` setting is on; the current forms (PowerSubsystem, ThermalSubsystem,
+EnvironmentMetrics, LocationIndicatorActive) always are."""
 from __future__ import annotations
 
 import ipaddress
@@ -10,6 +13,27 @@ from msa_sim.bmc.resource import Fail, Response
 
 LED_STATES = ("Lit", "Blinking", "Off")
 DEFAULTS_RESETS = ("ResetAll", "PreserveNetworkAndUsers", "PreserveNetwork")
+FANS = ("Fan1", "Fan2")
+
+
+def led_setting(data):
+    """The LED state a PATCH asks for ("Lit", "Blinking", "Off" or None): IndicatorLED as given, or
+    LocationIndicatorActive true (blinking, as identify LEDs do) or false; both at once must agree."""
+    led = None
+    if "IndicatorLED" in data:
+        led = data["IndicatorLED"]
+        if led not in LED_STATES:
+            raise R.value_not_in_list(led, "IndicatorLED", LED_STATES)
+    if "LocationIndicatorActive" in data:
+        active = data["LocationIndicatorActive"]
+        if not isinstance(active, bool):
+            raise R.type_error(active, "LocationIndicatorActive")
+        if led is not None and (led != "Off") != active:
+            raise Fail(400, "PropertyValueConflict", "The property IndicatorLED (%s) conflicts with the property "
+                       "LocationIndicatorActive (%s)." % (led, str(active).lower()),
+                       "Send one of them, or values that agree.", args=["IndicatorLED", "LocationIndicatorActive"])
+        led = led or ("Blinking" if active else "Off")
+    return led
 
 
 class ChassisMixin:
@@ -17,13 +41,22 @@ class ChassisMixin:
 
     def chassis_routes(self, c):
         root = R.ROOT
-        return [
+        routes = [
             (re.escape(root) + r"/Chassis", {"GET": (self.get_chassis_collection, "Login")}),
             (c, {"GET": (self.get_chassis, "Login"), "PATCH": (self.patch_chassis, "ConfigureComponents")}),
             (c + r"/Actions/Chassis\.Reset", {"POST": (self.post_chassis_reset, "ConfigureComponents")}),
-            (c + r"/Power", {"GET": (self.get_power, "Login")}),
-            (c + r"/Thermal", {"GET": (self.get_thermal, "Login")}),
+            (c + r"/PowerSubsystem", {"GET": (self.get_power_subsystem, "Login")}),
+            (c + r"/PowerSubsystem/PowerSupplies", {"GET": (self.get_power_supplies, "Login")}),
+            (c + r"/PowerSubsystem/PowerSupplies/PSU1", {"GET": (self.get_power_supply, "Login")}),
+            (c + r"/ThermalSubsystem", {"GET": (self.get_thermal_subsystem, "Login")}),
+            (c + r"/ThermalSubsystem/Fans", {"GET": (self.get_fans, "Login")}),
+            (c + r"/ThermalSubsystem/Fans/(?P<fan>[^/]+)", {"GET": (self.get_fan, "Login")}),
+            (c + r"/EnvironmentMetrics", {"GET": (self.get_environment_metrics, "Login")}),
         ]
+        if self.conf["deprecated_resources"]:
+            routes += [(c + r"/Power", {"GET": (self.get_power, "Login")}),
+                       (c + r"/Thermal", {"GET": (self.get_thermal, "Login")})]
+        return routes
 
     def manager_routes(self, m):
         return [
@@ -49,20 +82,26 @@ class ChassisMixin:
     def get_chassis(self, **_):
         conf = self.conf
         state = self.power_state()
-        return Response(200, {"@odata.type": "#Chassis.v1_23_0.Chassis", "@odata.id": self.chassis_path,
-                              "Id": conf["chassis_id"], "Name": "Chassis of %s" % conf["hostname"],
-                              "ChassisType": "RackMount", "Manufacturer": conf["manufacturer"],
-                              "Model": conf["model"], "SerialNumber": conf["serial"], "PowerState": state,
-                              "Status": {"State": "Enabled", "Health": "OK"},
-                              "Power": R.link(self.chassis_path + "/Power"),
-                              "Thermal": R.link(self.chassis_path + "/Thermal"),
-                              "IndicatorLED": self.settings().get("chassis_led", "Off"),
-                              "Drives": R.link(self.chassis_path + "/Drives"),
-                              "Actions": {"#Chassis.Reset": {
-                                  "target": self.chassis_path + "/Actions/Chassis.Reset",
-                                  "ResetType@Redfish.AllowableValues": ["On", "ForceOff", "PowerCycle"]}},
-                              "Links": {"ComputerSystems": [R.link(self.sys_path)],
-                                        "ManagedBy": [R.link(self.manager_path)]}})
+        body = {"@odata.type": "#Chassis.v1_23_0.Chassis", "@odata.id": self.chassis_path,
+                "Id": conf["chassis_id"], "Name": "Chassis of %s" % conf["hostname"],
+                "ChassisType": "RackMount", "Manufacturer": conf["manufacturer"],
+                "Model": conf["model"], "SerialNumber": conf["serial"], "PowerState": state,
+                "Status": {"State": "Enabled", "Health": "OK"},
+                "PowerSubsystem": R.link(self.chassis_path + "/PowerSubsystem"),
+                "ThermalSubsystem": R.link(self.chassis_path + "/ThermalSubsystem"),
+                "EnvironmentMetrics": R.link(self.chassis_path + "/EnvironmentMetrics"),
+                "LocationIndicatorActive": self.settings().get("chassis_led", "Off") != "Off",
+                "Drives": R.link(self.chassis_path + "/Drives"),
+                "Actions": {"#Chassis.Reset": {
+                    "target": self.chassis_path + "/Actions/Chassis.Reset",
+                    "ResetType@Redfish.AllowableValues": ["On", "ForceOff", "PowerCycle"]}},
+                "Links": {"ComputerSystems": [R.link(self.sys_path)],
+                          "ManagedBy": [R.link(self.manager_path)]}}
+        if self.conf["deprecated_resources"]:
+            body.update({"Power": R.link(self.chassis_path + "/Power"),
+                         "Thermal": R.link(self.chassis_path + "/Thermal"),
+                         "IndicatorLED": self.settings().get("chassis_led", "Off")})
+        return Response(200, body)
 
     def get_power(self, **_):
         power = self.conf["power"]
@@ -83,33 +122,90 @@ class ChassisMixin:
                                   "FirmwareVersion": "1.0", "LastPowerOutputWatts": watts,
                                   "Status": {"State": "Enabled", "Health": "OK"}}]})
 
+    def get_power_subsystem(self, **_):
+        path = self.chassis_path + "/PowerSubsystem"
+        return Response(200, {"@odata.type": "#PowerSubsystem.v1_1_3.PowerSubsystem", "@odata.id": path,
+                              "Id": "PowerSubsystem", "Name": "Power Subsystem",
+                              "CapacityWatts": self.conf["power"]["max_watts"],
+                              "PowerSupplies": R.link(path + "/PowerSupplies"),
+                              "Status": {"State": "Enabled", "Health": "OK"}})
+
+    def get_power_supplies(self, **_):
+        path = self.chassis_path + "/PowerSubsystem/PowerSupplies"
+        return Response(200, R.collection("PowerSupplyCollection", path, "Power Supply Collection", [path + "/PSU1"]))
+
+    def get_power_supply(self, **_):
+        return Response(200, {"@odata.type": "#PowerSupply.v1_6_0.PowerSupply",
+                              "@odata.id": self.chassis_path + "/PowerSubsystem/PowerSupplies/PSU1", "Id": "PSU1",
+                              "Name": "PSU 1", "PowerCapacityWatts": self.conf["power"]["max_watts"],
+                              "PowerSupplyType": "AC", "Manufacturer": "MSA", "Model": "SIM-PSU",
+                              "SerialNumber": "%s-PSU1" % self.conf["serial"], "FirmwareVersion": "1.0",
+                              "Status": {"State": "Enabled", "Health": "OK"}})
+
+    def _fan_rpm(self):
+        return 6200 if self.power_state() == "On" else 0
+
+    def get_thermal_subsystem(self, **_):
+        path = self.chassis_path + "/ThermalSubsystem"
+        return Response(200, {"@odata.type": "#ThermalSubsystem.v1_3_0.ThermalSubsystem", "@odata.id": path,
+                              "Id": "ThermalSubsystem", "Name": "Thermal Subsystem",
+                              "Fans": R.link(path + "/Fans"), "Status": {"State": "Enabled", "Health": "OK"}})
+
+    def get_fans(self, **_):
+        path = self.chassis_path + "/ThermalSubsystem/Fans"
+        return Response(200, R.collection("FanCollection", path, "Fan Collection",
+                                          ["%s/%s" % (path, f) for f in FANS]))
+
+    def get_fan(self, fan, **_):
+        if fan not in FANS:
+            raise Fail(404, "ResourceMissingAtURI", "There is no fan %s in this chassis." % fan, args=[fan])
+        return Response(200, {"@odata.type": "#Fan.v1_5_0.Fan",
+                              "@odata.id": "%s/ThermalSubsystem/Fans/%s" % (self.chassis_path, fan), "Id": fan,
+                              "Name": "Fan %s" % fan[3:], "PhysicalContext": "SystemBoard",
+                              "SpeedPercent": {"SpeedRPM": self._fan_rpm()},
+                              "Status": {"State": "Enabled", "Health": "OK"}})
+
+    def _temperatures(self):
+        """(inlet, CPU) in degrees Celsius."""
+        inlet = 24.0
+        return inlet, round(inlet + (31.0 if self.power_state() == "On" else 0.0), 1)
+
+    def get_environment_metrics(self, **_):
+        return Response(200, {"@odata.type": "#EnvironmentMetrics.v1_3_0.EnvironmentMetrics",
+                              "@odata.id": self.chassis_path + "/EnvironmentMetrics", "Id": "EnvironmentMetrics",
+                              "Name": "Chassis Environment Metrics",
+                              "TemperatureCelsius": {"Reading": self._temperatures()[0]},
+                              "PowerWatts": {"Reading": self.watts(self.power_state())}})
+
     def get_managers(self, **_):
         return Response(200, R.collection("ManagerCollection", R.ROOT + "/Managers", "Manager Collection",
                                          [self.manager_path]))
 
     def get_manager(self, **_):
         conf = self.conf
-        return Response(200, {"@odata.type": "#Manager.v1_19_0.Manager", "@odata.id": self.manager_path,
-                              "Id": conf["manager_id"], "Name": "BMC of %s" % conf["hostname"],
-                              "ManagerType": "BMC", "FirmwareVersion": self.firmware_versions()["BMC"],
-                              "Model": "msa-bmc", "PowerState": "On", "DateTime": R.iso(self.clock()),
-                              "DateTimeLocalOffset": "+00:00", "Status": {"State": "Enabled", "Health": "OK"},
-                              "UUID": conf["uuid"], "ServiceIdentification": self.settings().get("service_identification", ""),
-                              "Links": {"ManagerForServers": [R.link(self.sys_path)],
-                                        "ManagerForChassis": [R.link(self.chassis_path)]},
-                              "NetworkProtocol": R.link(self.manager_path + "/NetworkProtocol"),
-                              "EthernetInterfaces": R.link(self.manager_path + "/EthernetInterfaces"),
-                              "LogServices": R.link(self.manager_path + "/LogServices"),
-                              # deprecated here, kept for clients that look under the Manager (community.general's
-                              # Manager VirtualMediaInsert): the same media, which live under the System
-                              "VirtualMedia": R.link(self.sys_path + "/VirtualMedia"),
-                              "HostInterfaces": R.link(self.manager_path + "/HostInterfaces"),
-                              "Actions": {"#Manager.Reset": {
-                                  "target": self.manager_path + "/Actions/Manager.Reset",
-                                  "ResetType@Redfish.AllowableValues": ["GracefulRestart", "ForceRestart"]},
-                                  "#Manager.ResetToDefaults": {
-                                      "target": self.manager_path + "/Actions/Manager.ResetToDefaults",
-                                      "ResetType@Redfish.AllowableValues": list(DEFAULTS_RESETS)}}})
+        body = {"@odata.type": "#Manager.v1_19_0.Manager", "@odata.id": self.manager_path,
+                "Id": conf["manager_id"], "Name": "BMC of %s" % conf["hostname"],
+                "ManagerType": "BMC", "FirmwareVersion": self.firmware_versions()["BMC"],
+                "Model": "msa-bmc", "PowerState": "On", "DateTime": R.iso(self.clock()),
+                "DateTimeLocalOffset": "+00:00", "Status": {"State": "Enabled", "Health": "OK"},
+                "UUID": conf["uuid"], "ServiceIdentification": self.settings().get("service_identification", ""),
+                "Links": {"ManagerForServers": [R.link(self.sys_path)],
+                          "ManagerForChassis": [R.link(self.chassis_path)]},
+                "NetworkProtocol": R.link(self.manager_path + "/NetworkProtocol"),
+                "EthernetInterfaces": R.link(self.manager_path + "/EthernetInterfaces"),
+                "LogServices": R.link(self.manager_path + "/LogServices"),
+                "HostInterfaces": R.link(self.manager_path + "/HostInterfaces"),
+                "Actions": {"#Manager.Reset": {
+                    "target": self.manager_path + "/Actions/Manager.Reset",
+                    "ResetType@Redfish.AllowableValues": ["GracefulRestart", "ForceRestart"]},
+                    "#Manager.ResetToDefaults": {
+                        "target": self.manager_path + "/Actions/Manager.ResetToDefaults",
+                        "ResetType@Redfish.AllowableValues": list(DEFAULTS_RESETS)}}}
+        if self.conf["deprecated_resources"]:
+            # deprecated here, kept for clients that look under the Manager (community.general's Manager
+            # VirtualMediaInsert): the same media, which live under the System
+            body["VirtualMedia"] = R.link(self.sys_path + "/VirtualMedia")
+        return Response(200, body)
 
     def post_manager_reset(self, data, **_):
         """A BMC reset ends every session and clears injected faults; the node keeps running."""
@@ -143,11 +239,11 @@ class ChassisMixin:
         return Response(204)
 
     def patch_chassis(self, data, **_):
-        R.check_keys(data, ("IndicatorLED",))
-        if "IndicatorLED" in data:
-            if data["IndicatorLED"] not in LED_STATES:
-                raise R.value_not_in_list(data["IndicatorLED"], "IndicatorLED", LED_STATES)
-            self.save_settings(chassis_led=data["IndicatorLED"])
+        R.check_keys(data, ("LocationIndicatorActive", "IndicatorLED") if self.conf["deprecated_resources"]
+                     else ("LocationIndicatorActive",))
+        led = led_setting(data)
+        if led:
+            self.save_settings(chassis_led=led)
         return self.get_chassis()
 
     def post_chassis_reset(self, data, **_):
@@ -159,10 +255,8 @@ class ChassisMixin:
         return Response(204)
 
     def get_thermal(self, **_):
-        on = self.power_state() == "On"
-        fan_rpm = 6200 if on else 0
-        inlet = 24.0
-        cpu = round(inlet + (31.0 if on else 0.0), 1)
+        fan_rpm = self._fan_rpm()
+        inlet, cpu = self._temperatures()
         return Response(200, {"@odata.type": "#Thermal.v1_7_1.Thermal", "@odata.id": self.chassis_path + "/Thermal",
                               "Id": "Thermal", "Name": "Thermal",
                               "Fans": [{"@odata.id": "%s/Thermal#/Fans/%d" % (self.chassis_path, i),

@@ -59,6 +59,10 @@ BMC_DEFAULTS = {
     "session_timeout": 1800,
     "max_sessions": 16,
     "session_service": True,     # false: no SessionService, basic auth only (like sushy-tools)
+    # true: also serve the deprecated forms (Chassis Power and Thermal, IndicatorLED, the Manager's VirtualMedia
+    # link) for clients that read only those; false: the current forms only (like bmcweb built without
+    # redfish-allow-deprecated-power-thermal)
+    "deprecated_resources": True,
     "faults": None,              # {"status": 503, "count": 2} answers the first requests with that status
     "ca_bundle": None,           # CA file for HTTPS firmware downloads and event listeners (None: system CAs)
     "update_seconds": 2.0,       # how long applying a SimpleUpdate image takes
@@ -262,8 +266,9 @@ def validate_bmc(data, where):
     if "None" not in bmc["boot_targets"]:
         bmc["boot_targets"].insert(0, "None")
     bmc["session_timeout"] = _int(bmc["session_timeout"], where + ".session_timeout", 30, 86400)
-    if not isinstance(bmc["session_service"], bool):
-        raise ConfigError("%s.session_service: %r is not true or false" % (where, bmc["session_service"]))
+    for key in ("session_service", "deprecated_resources"):
+        if not isinstance(bmc[key], bool):
+            raise ConfigError("%s.%s: %r is not true or false" % (where, key, bmc[key]))
     bmc["max_sessions"] = _int(bmc["max_sessions"], where + ".max_sessions", 1, 1024)
     if bmc["faults"] is not None:
         bmc["faults"] = validate_fault(bmc["faults"], where + ".faults")

@@ -8,7 +8,7 @@ import re
 from msa_sim.bmc import resource as R
 from msa_sim.bmc.backend import BackendError
 from msa_sim.bmc.bios import BiosMixin
-from msa_sim.bmc.chassis import LED_STATES, ChassisMixin
+from msa_sim.bmc.chassis import ChassisMixin, led_setting
 from msa_sim.bmc.inventory import InventoryMixin
 from msa_sim.bmc.power import PowerMixin
 from msa_sim.bmc.resource import Fail, Response
@@ -85,7 +85,8 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
                      "BootOptions": R.link(self.sys_path + "/BootOptions")},
             "PowerRestorePolicy": self.settings().get("PowerRestorePolicy", "LastState"),
             "AssetTag": self.settings().get("AssetTag", ""),
-            "IndicatorLED": self.settings().get("IndicatorLED", "Off"), "Bios": R.link(self.sys_path + "/Bios"),
+            "LocationIndicatorActive": self.settings().get("IndicatorLED", "Off") != "Off",
+            "Bios": R.link(self.sys_path + "/Bios"),
             "Storage": R.link(self.sys_path + "/Storage"), "SecureBoot": R.link(self.sys_path + "/SecureBoot"),
             "VirtualMedia": R.link(self.sys_path + "/VirtualMedia"),
             "ProcessorSummary": {"Count": cpus["count"], "CoreCount": cpus["count"] * cpus["cores"],
@@ -104,6 +105,8 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
                                "Container": conf["container"], "Boots": row["boots"],
                                "LastBootSourceOverrideTarget": row["last_boot_target"], "BackendError": oem_error}},
         }
+        if conf["deprecated_resources"]:
+            body["IndicatorLED"] = self.settings().get("IndicatorLED", "Off")
         if row["last_reset"] is not None:  # unknown until the BMC sees a boot: omitted (the schema allows no null)
             body["LastResetTime"] = R.iso(row["last_reset"])
         return body
@@ -112,13 +115,14 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
         return Response(200, self.system_body())
 
     def patch_system(self, data, **_):
+        writable = ("Boot", "PowerRestorePolicy", "AssetTag", "LocationIndicatorActive") + (
+            ("IndicatorLED",) if self.conf["deprecated_resources"] else ())
         for key in data:
-            if key not in ("Boot", "PowerRestorePolicy", "AssetTag", "IndicatorLED"):
+            if key not in writable:
                 raise R.not_writable(key) if key in self.system_body() else R.unknown_property(key)
         if "PowerRestorePolicy" in data and data["PowerRestorePolicy"] not in RESTORE_POLICIES:
             raise R.value_not_in_list(data["PowerRestorePolicy"], "PowerRestorePolicy", RESTORE_POLICIES)
-        if "IndicatorLED" in data and data["IndicatorLED"] not in LED_STATES:
-            raise R.value_not_in_list(data["IndicatorLED"], "IndicatorLED", LED_STATES)
+        led = led_setting(data)
         if "AssetTag" in data and not isinstance(data["AssetTag"], str):
             raise R.type_error(data["AssetTag"], "AssetTag")
         boot = data.get("Boot") or {}
@@ -145,7 +149,9 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
                 raise Fail(400, "PropertyValueIncorrect", "BootOrder must list each of %s once."
                            % ", ".join(list(self.boot_options())), args=[order, "BootOrder"])
             self.save_settings(boot_order=order)
-        self.save_settings(**{k: data[k] for k in ("PowerRestorePolicy", "AssetTag", "IndicatorLED") if k in data})
+        self.save_settings(**{k: data[k] for k in ("PowerRestorePolicy", "AssetTag") if k in data})
+        if led:
+            self.save_settings(IndicatorLED=led)
         if boot:
             self.store.update_system(self.name, **{columns[k]: v for k, v in boot.items()})
         return Response(200, self.system_body())
