@@ -42,8 +42,11 @@ def served(tmp_path_factory):
         handle.write(make_image("BMC", "2.1.0"))
     with open(os.path.join(directory, "bios-1.7.0.fw"), "wb") as handle:
         handle.write(make_image("BIOS", "1.7.0"))
+    # deprecated_resources as roles/sim_bmc/templates/bmcs.yaml.j2 sets it: community.general's Chassis power,
+    # thermal and LED commands and its Manager virtual media commands read only the deprecated forms
     service = testing.start(directory, [{"name": "n1", "nics": [{"mac": "02:00:00:00:00:01"}]}], USERS,
-                            defaults={"tls": tls, "update_seconds": 0.3, "ca_bundle": ca})
+                            defaults={"tls": tls, "update_seconds": 0.3, "ca_bundle": ca,
+                                      "deprecated_resources": True})
     handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=images, **k)  # noqa: E731
     files = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
