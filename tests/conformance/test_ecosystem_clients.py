@@ -99,6 +99,16 @@ def test_community_general_redfish_modules_work_on_every_category(served, capsys
     users = [u["UserName"] for u in info["Accounts"]["user"]["entries"]]
     assert "alice" not in users and "alice2" not in users and "admin" in users, users  # added, renamed, deleted
     assert info["Systems"]["boot_order"]["entries"][0][1][0]["BootOptionReference"] == "Boot0001"
+    # what community.general reads only from the deprecated forms (deprecated_resources, as the harness sets it):
+    # without them these answers are empty or missing, which the checks above would not notice
+    chassis = info["Chassis"]
+    assert chassis["chassis"]["entries"][0]["IndicatorLED"] == "Off", chassis["chassis"]  # after IndicatorLedOff
+    assert chassis["chassis_power"]["entries"][0]["PowerCapacityWatts"] == 450, chassis["chassis_power"]
+    assert [p["Name"] for p in chassis["psu"]["entries"]] == ["PSU 1"], chassis["psu"]
+    assert [f["Name"] for f in chassis["fan"]["entries"]] == ["Fan 1", "Fan 2"], chassis["fan"]
+    assert [t["Name"] for t in chassis["thermals"]["entries"]] == ["Inlet Temp", "CPU Temp"], chassis["thermals"]
+    media = info["Manager"]["virtual_media"]["entries"][0][1]
+    assert [m["Id"] for m in media] == ["CD1"] and media[0]["ConnectedVia"] == "NotConnected", media  # ejected
 
 
 def test_sushy_reads_and_drives_the_bmc(served, monkeypatch, request):
