@@ -73,10 +73,11 @@ def _say(text):
 
 @pytest.fixture(scope="module")
 def bmc(tmp_path_factory):
+    """A BMC as the harness configures them (roles/sim_bmc: deprecated_resources true)."""
     directory = str(tmp_path_factory.mktemp("dmtf-bmc"))
     ca, tls = testing.make_tls(directory)
     service = testing.start(directory, [{"name": "n1", "nics": [{"mac": "02:00:00:00:00:01", "ipv4": "10.0.0.1/24"}]}],
-                            USERS, defaults={"tls": tls, "update_seconds": 0.2})
+                            USERS, defaults={"tls": tls, "update_seconds": 0.2, "deprecated_resources": True})
     yield {"url": service.url("n1"), "ca": ca, "dir": directory}
     service.stop()
 
