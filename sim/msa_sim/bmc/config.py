@@ -270,7 +270,8 @@ def validate_bmc(data, where):
             raise re.error("not a non-empty string")
         re.compile(pattern)
     except re.error as exc:
-        raise ConfigError("%s.boot_image_pattern: %r is not a regular expression (%s)" % (where, pattern, exc)) from None
+        raise ConfigError("%s.boot_image_pattern: %r is not a regular expression (%s)"
+                          % (where, pattern, exc)) from None
     bmc["session_timeout"] = _int(bmc["session_timeout"], where + ".session_timeout", 30, 86400)
     if not isinstance(bmc["session_service"], bool):
         raise ConfigError("%s.session_service: %r is not true or false" % (where, bmc["session_service"]))

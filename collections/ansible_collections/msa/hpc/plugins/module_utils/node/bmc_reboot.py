@@ -83,7 +83,7 @@ def requested_image(config, run=subprocess.run):
     node = config.get("node_name") or os.uname().nodename
     argv = ["sinfo", "--json", "--nodes", node]
     try:
-        out = run(argv, capture_output=True, text=True, timeout=30)
+        out = run(argv, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RebootError("%s: %s (the reboot's reason is unknown, so nothing is asked)" % (" ".join(argv), exc)) \
             from None
