@@ -22,6 +22,7 @@ description:
 attributes:
   check_mode:
     support: full
+    details: The module changes nothing; the playbook stops after the plan in check mode.
   diff_mode:
     support: none
 extends_documentation_fragment:
