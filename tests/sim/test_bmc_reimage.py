@@ -94,6 +94,14 @@ def test_a_failed_swap_puts_the_old_container_back_under_its_name():
     assert ["podman", "start", "mini-cm01"] not in run.calls
 
 
+@pytest.mark.parametrize("image", ["--privileged", "localhost/msa-compute:x y", "Localhost/x", "a" * 300])
+def test_the_backend_refuses_what_is_no_image_reference_before_running_anything(image):
+    run = FakePodman()
+    with pytest.raises(BackendError, match="is not an image reference"):
+        PodmanBackend(run=run).power_on("mini-cm01", image=image)
+    assert run.calls == []
+
+
 def test_a_running_node_is_not_recreated():
     running = [dict(INSPECT[0], State={"Running": True})]
     run = FakePodman(inspect=running)

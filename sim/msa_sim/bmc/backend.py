@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -74,6 +75,8 @@ class PodmanBackend:
         The new container is created under a temporary name first; only then is the old one renamed away, the new
         one given its name, and the old one removed. When a step fails, the old container is back under its name.
         """
+        if not isinstance(image, str) or not IMAGE_REFERENCE.fullmatch(image):
+            raise BackendError("image: %r is not an image reference: %s is not recreated" % (image, container))
         old = self.inspect(container)
         if (old.get("State") or {}).get("Running"):
             raise BackendError("%s is running: a node is recreated from a new image only when it is off" % container)
@@ -118,6 +121,8 @@ class PodmanBackend:
         self._podman("stop", "-t", timeout, container, timeout=timeout + self.command_timeout)
 
 
+# the BMC checks the image against its allow-list; the backend still refuses what podman could read as an option
+IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-z0-9._/-]{0,254}(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?")
 REIMAGE_SUFFIX = ".reimage"
 PREVIOUS_SUFFIX = ".previous"
 # podman create options kept as the node was created with them (roles/sim_system), read from the command line
