@@ -3,6 +3,7 @@
 power-on recreates the node's container from it (same settings and volumes), the old one kept when a step fails."""
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 
@@ -10,7 +11,10 @@ import pytest
 
 from msa_sim.bmc import config, testing
 from msa_sim.bmc.backend import BackendError, PodmanBackend, create_args
-from test_bmc_node_account import ADMIN, RESET, SYS, auth  # noqa: F401  (one place for the helpers)
+
+ADMIN = ("admin", "Adm1n-pw")
+SYS = "/redfish/v1/Systems/1"
+RESET = SYS + "/Actions/ComputerSystem.Reset"
 
 IMAGE = "localhost/msa-compute:0123456789ab"
 URI = "containers-storage:" + IMAGE
@@ -147,7 +151,8 @@ def bmcs(tmp_path):
 
 
 def call(bmc, method, path, body=None, user=ADMIN):
-    resp = bmc.handle(method, path, auth(user), json.dumps(body).encode() if body is not None else b"")
+    basic = {"Authorization": "Basic " + base64.b64encode(("%s:%s" % user).encode()).decode()}
+    resp = bmc.handle(method, path, basic, json.dumps(body).encode() if body is not None else b"")
     return resp.status, resp.body
 
 
