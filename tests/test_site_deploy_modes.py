@@ -1,0 +1,148 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""msa_deploy_mode overlay (issue 38, personalisation wiring): the SSH path's task list of site.yml is the one it had
+before the overlay plays existed, each role declares a node's own files once and its SSH tasks write exactly those,
+and the declarations render to the files the overlay path publishes."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from ansible_collections.msa.hpc.plugins.filter.node_files import node_files
+from tests.helpers import BIN, BUNDLE, render
+
+ROLES = BUNDLE / "collections/ansible_collections/msa/hpc/roles"
+GOLDEN = BUNDLE / "tests/fixtures/site_ssh_tasks.txt"
+INVENTORY = ["-i", "common.yml", "-i", "inventories/systems/mini", "-i", "inventories/sites/example"]
+# role: (its declaration, the ssh task file that writes it)
+DECLARING = {"common": "common_node_files", "munge": "munge_node_files", "slurmd": "slurmd_node_files"}
+FIELDS = ("content", "src", "dest", "owner", "group", "mode")
+
+
+def site_tasks():
+    env = dict(os.environ, ANSIBLE_CONFIG=str(BUNDLE / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    run = subprocess.run([str(BIN / "ansible-playbook"), "--list-tasks", *INVENTORY, "playbooks/site.yml"],
+                         capture_output=True, text=True, cwd=BUNDLE, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
+def sorted_tags(found):
+    return "TAGS: [%s]" % ", ".join(sorted(t.strip() for t in found.group(1).split(",") if t.strip()))
+
+
+def plays(listing):
+    """The --list-tasks output cut into plays (header line and its task lines), each line's tags sorted (Ansible
+    prints a set, in an order that changes from run to run)."""
+    listing = re.sub(r"TAGS: \[([^\]]*)\]", sorted_tags, listing)
+    return [block.strip("\n") for block in re.split(r"\n(?=  play #)", listing.strip("\n"))[1:]]
+
+
+def test_the_ssh_path_runs_the_same_tasks_as_before_the_overlay_plays():
+    """Every play but the overlay ones (tag overlay, at the end) lists the tasks it listed before msa_deploy_mode
+    overlay existed (tests/fixtures/site_ssh_tasks.txt, site.yml's --list-tasks on main). A deliberate change of the
+    SSH path regenerates the file: MSA_UPDATE_SITE_TASKS=1."""
+    now = plays(site_tasks())
+    ssh = [p for p in now if not p.splitlines()[0].endswith("TAGS: [overlay]")]
+    overlay = now[len(ssh):]
+    assert ssh == now[:len(ssh)], "the overlay plays must come after every ssh play"
+    assert len(overlay) == 3 and all(p.splitlines()[0].endswith("TAGS: [overlay]") for p in overlay)
+    if os.environ.get("MSA_UPDATE_SITE_TASKS") == "1":
+        GOLDEN.write_text("\nplaybook: playbooks/site.yml\n\n" + "\n\n".join(ssh) + "\n")
+    assert ssh == plays(GOLDEN.read_text())
+
+
+def test_the_overlay_plays_end_at_once_on_a_node_configured_over_ssh():
+    """Each overlay play on every host ends the host at its first task unless it is an overlay node, and with the
+    defaults (msa_deploy_mode ssh everywhere) no node is."""
+    site = yaml.safe_load((BUNDLE / "playbooks/site.yml").read_text())
+    overlay = [p for p in site if "overlay" in p.get("tags", [])]
+    assert len(overlay) == 3
+    for play in overlay:
+        if play["hosts"] == "all":
+            first = play["tasks"][0]
+            assert first["ansible.builtin.meta"] == "end_host"
+            assert first["when"] == "inventory_hostname not in msa_overlay_nodes"
+        else:
+            assert play["tasks"][0]["when"] == "msa_overlay_nodes | length > 0"
+    assert render("msa_overlay_nodes", "mini") == []
+
+
+def ssh_references(role, declaration):
+    """{(entry, field): module argument} of every task of the role's configure.yml that reads the declaration."""
+    refs = {}
+    for task in yaml.safe_load((ROLES / role / "tasks/configure.yml").read_text()):
+        args = task.get("ansible.builtin.copy")
+        if not isinstance(args, dict):
+            continue
+        for arg, value in args.items():
+            found = re.fullmatch(r"\{\{ %s\.(\w+)\.(\w+) \}\}" % declaration, str(value))
+            if found:
+                assert found.group(2) == arg, "%s: %s takes %s" % (task["name"], arg, value)
+                refs[(found.group(1), arg)] = task["name"]
+    return refs
+
+
+@pytest.mark.parametrize("role", sorted(DECLARING))
+def test_each_declared_file_is_written_by_the_ssh_path_from_its_declaration_alone(role):
+    """Every field of every declared file (content or src, dest, owner, group, mode) is what one copy task of the
+    role's ssh path writes, so the two paths cannot drift apart; the overlay entry point adds the same declaration."""
+    declaration = DECLARING[role]
+    declared = yaml.safe_load((ROLES / role / "vars/main.yml").read_text())[declaration]
+    refs = ssh_references(role, declaration)
+    for name, entry in declared.items():
+        wanted = {(name, field) for field in FIELDS if field in entry}
+        assert wanted <= set(refs), "%s.%s: the ssh path does not write %s" % (declaration, name, wanted - set(refs))
+        assert len({refs[w] for w in wanted}) == 1, "%s.%s is written by more than one task" % (declaration, name)
+    overlay = (ROLES / role / "tasks/overlay.yml").read_text()
+    assert "msa.hpc.node_files(%s)" % declaration in overlay
+
+
+def trusted(value):
+    if isinstance(value, dict):
+        return {k: trusted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [trusted(v) for v in value]
+    return trust_as_template(value) if isinstance(value, str) else value
+
+
+def declared(role, entry="", **variables):
+    """The role's declaration (or one entry of it) rendered as both paths render it (the Templar of a task's
+    arguments)."""
+    variables = dict(trusted(yaml.safe_load((ROLES / role / "vars/main.yml").read_text())), **variables)
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return templar.template(trust_as_template("{{ %s%s }}" % (DECLARING[role], "." + entry if entry else "")))
+
+
+def test_slurmds_files_render_its_conf_server_and_the_dropin_only_when_configless():
+    configless = declared("slurmd", slurmd_conf_server="10.0.0.1:6817,10.0.0.2:6817", slurmd_options="-b")
+    files = {f["dest"]: f for f in node_files([], configless)}
+    assert files["/etc/default/slurmd"]["content"].splitlines()[1] == \
+        'SLURMD_OPTIONS="-b --conf-server 10.0.0.1:6817,10.0.0.2:6817"'
+    assert "ConditionPathExists=\n" in files["/etc/systemd/system/slurmd.service.d/configless.conf"]["content"]
+    assert all(f["restart"] == ["slurmd.service"] and f["mode"] == "0644" for f in files.values())
+    # a node that keeps its files: no drop-in in its overlay, and the ssh path removes it (present false)
+    keeps = declared("slurmd", slurmd_conf_server="", slurmd_options="")
+    assert keeps["configless"]["present"] is False
+    assert [f["dest"] for f in node_files([], keeps)] == ["/etc/default/slurmd"]
+    assert node_files([], keeps)[0]["content"].splitlines()[1] == 'SLURMD_OPTIONS=""'
+
+
+def test_the_munge_key_and_the_ca_render_with_their_owner_mode_and_source():
+    munge = node_files([], declared("munge", munge_key_path="/etc/munge/munge.key",
+                                    munge_key={"content": "c2VjcmV0LWtleQ=="}))
+    assert munge == [{"dest": "/etc/munge/munge.key", "content": "secret-key", "owner": "munge", "group": "munge",
+                      "mode": "0400", "restart": ["munge.service"]}]
+    # the system's CA from the control host (src), which a later role's identical CA entry does not duplicate
+    common = declared("common", "ca", common_tls_ca="/pki/ca.pem", common_tls_ca_path="/etc/msa-hpc/tls/ca.pem")
+    ca = node_files([], {"ca": common})
+    assert ca == [{"dest": "/etc/msa-hpc/tls/ca.pem", "src": "/pki/ca.pem", "owner": "root", "group": "root",
+                   "mode": "0644", "restart": []}]
+    assert node_files(ca, {"ca": common}) == ca
+    none = declared("common", "ca", common_tls_ca="", common_tls_ca_path="/etc/msa-hpc/tls/ca.pem")
+    assert none["present"] is False and node_files([], {"ca": none}) == []
