@@ -19,9 +19,21 @@ from tests.helpers import BIN, BUNDLE, render
 ROLES = BUNDLE / "collections/ansible_collections/msa/hpc/roles"
 GOLDEN = BUNDLE / "tests/fixtures/site_ssh_tasks.txt"
 INVENTORY = ["-i", "common.yml", "-i", "inventories/systems/mini", "-i", "inventories/sites/example"]
-# role: (its declaration, the ssh task file that writes it)
-DECLARING = {"common": "common_node_files", "munge": "munge_node_files", "slurmd": "slurmd_node_files"}
+# role: (its declaration, the ssh task file that writes it, the overlay entry point that publishes it)
+DECLARING = {
+    "common": ("common_node_files", "configure.yml", "overlay.yml"),
+    "munge": ("munge_node_files", "configure.yml", "overlay.yml"),
+    "slurmd": ("slurmd_node_files", "configure.yml", "overlay.yml"),
+    "extoll_node": ("extoll_node_node_files", "configure.yml", "overlay.yml"),
+    "mpi": ("mpi_node_files", "configure.yml", "overlay.yml"),
+    "slurm_healthcheck": ("slurm_healthcheck_node_files", "configure.yml", "overlay.yml"),
+    "slurm_reboot": ("slurm_reboot_node_files", "configure.yml", "overlay.yml"),
+    "nam_manager": ("nam_manager_client_node_files", "client_library_configure.yml", "client_library_overlay.yml"),
+}
 FIELDS = ("content", "src", "dest", "owner", "group", "mode")
+# the CA as msa.hpc.common's tls entry point installs it (include_role with common_tls_ca and common_tls_ca_path)
+TLS_CA = {"common_tls_ca": "src", "common_tls_ca_path": "dest"}
+TLS_FIXED = {"owner": "root", "group": "root", "mode": "0644"}
 
 
 def site_tasks():
@@ -73,34 +85,47 @@ def test_the_overlay_plays_end_at_once_on_a_node_configured_over_ssh():
     assert render("msa_overlay_nodes", "mini") == []
 
 
-def ssh_references(role, declaration):
-    """{(entry, field): module argument} of every task of the role's configure.yml that reads the declaration."""
-    refs = {}
-    for task in yaml.safe_load((ROLES / role / "tasks/configure.yml").read_text()):
-        args = task.get("ansible.builtin.copy")
-        if not isinstance(args, dict):
+def ssh_references(role, declaration, configure):
+    """({(entry, field): task name}, {entries installed as the CA}) of the role's ssh task file: a copy task writes
+    a field of the declaration when it takes it as the same argument; msa.hpc.common's tls entry point writes the
+    CA from its common_tls_ca and common_tls_ca_path, with tls.yml's own owner, group and mode."""
+    refs, tls = {}, set()
+    for task in yaml.safe_load((ROLES / role / "tasks" / configure).read_text()):
+        if isinstance(task.get("ansible.builtin.copy"), dict):
+            args, fields = task["ansible.builtin.copy"], None
+        elif task.get("ansible.builtin.include_role", {}).get("tasks_from") == "tls":
+            args, fields = task["vars"], TLS_CA
+        else:
             continue
         for arg, value in args.items():
             found = re.fullmatch(r"\{\{ %s\.(\w+)\.(\w+) \}\}" % declaration, str(value))
             if found:
-                assert found.group(2) == arg, "%s: %s takes %s" % (task["name"], arg, value)
-                refs[(found.group(1), arg)] = task["name"]
-    return refs
+                assert found.group(2) == (fields or {}).get(arg, arg), "%s: %s takes %s" % (task["name"], arg, value)
+                refs[(found.group(1), found.group(2))] = task["name"]
+                if fields is TLS_CA:
+                    tls.add(found.group(1))
+                    refs.update({(found.group(1), field): task["name"] for field in TLS_FIXED})
+    return refs, tls
 
 
 @pytest.mark.parametrize("role", sorted(DECLARING))
 def test_each_declared_file_is_written_by_the_ssh_path_from_its_declaration_alone(role):
-    """Every field of every declared file (content or src, dest, owner, group, mode) is what one copy task of the
-    role's ssh path writes, so the two paths cannot drift apart; the overlay entry point adds the same declaration."""
-    declaration = DECLARING[role]
+    """Every field of every declared file (content or src, dest, owner, group, mode) is what one task of the
+    role's ssh path writes, so the two paths cannot drift apart; the overlay entry point adds the same declaration,
+    and site.yml's overlay play takes that entry point."""
+    declaration, configure, overlay = DECLARING[role]
     declared = yaml.safe_load((ROLES / role / "vars/main.yml").read_text())[declaration]
-    refs = ssh_references(role, declaration)
+    refs, tls = ssh_references(role, declaration, configure)
     for name, entry in declared.items():
         wanted = {(name, field) for field in FIELDS if field in entry}
         assert wanted <= set(refs), "%s.%s: the ssh path does not write %s" % (declaration, name, wanted - set(refs))
         assert len({refs[w] for w in wanted}) == 1, "%s.%s is written by more than one task" % (declaration, name)
-    overlay = (ROLES / role / "tasks/overlay.yml").read_text()
-    assert "msa.hpc.node_files(%s)" % declaration in overlay
+        if name in tls:
+            assert {f: entry.get(f) for f in TLS_FIXED} == TLS_FIXED, "%s.%s: not as tls.yml installs it" % (
+                declaration, name)
+    assert "msa.hpc.node_files(%s)" % declaration in (ROLES / role / "tasks" / overlay).read_text()
+    site = (BUNDLE / "playbooks/site.yml").read_text()
+    assert re.search(r"name: msa\.hpc\.%s\n\s+tasks_from: %s\n" % (role, overlay[:-4]), site), role
 
 
 def trusted(value):
@@ -116,7 +141,7 @@ def declared(role, entry="", **variables):
     arguments)."""
     variables = dict(trusted(yaml.safe_load((ROLES / role / "vars/main.yml").read_text())), **variables)
     templar = Templar(loader=DataLoader(), variables=variables)
-    return templar.template(trust_as_template("{{ %s%s }}" % (DECLARING[role], "." + entry if entry else "")))
+    return templar.template(trust_as_template("{{ %s%s }}" % (DECLARING[role][0], "." + entry if entry else "")))
 
 
 def test_slurmds_files_render_its_conf_server_and_the_dropin_only_when_configless():

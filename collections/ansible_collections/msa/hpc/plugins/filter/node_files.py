@@ -52,7 +52,8 @@ def _entry(name, entry):
 def node_files(files, declaration):
     """``files`` (a node's overlay files so far) with the files of ``declaration`` added: a role's mapping of a
     short name to a file (or a list of files). A file already there with the same dest must be the same file (the
-    system's CA, which several roles install); two different files for one dest are refused."""
+    system's CA, which several roles install), whose units to restart are then those of both; two different files
+    for one dest are refused."""
     if files is None:
         files = []
     if not isinstance(files, list):
@@ -64,7 +65,8 @@ def node_files(files, declaration):
     else:
         raise AnsibleFilterError("node_files: a declaration must be a mapping of names to files, got %s"
                                  % type(declaration).__name__)
-    result, by_dest = list(files), {one.get("dest"): one for one in files if isinstance(one, dict)}
+    result = [dict(one) if isinstance(one, dict) else one for one in files]
+    by_dest = {one.get("dest"): one for one in result if isinstance(one, dict)}
     for name, entry in named:
         one = _entry(name, entry)
         if one is None:
@@ -73,10 +75,17 @@ def node_files(files, declaration):
         if known is None:
             result.append(one)
             by_dest[one["dest"]] = one
-        elif known != one:
+        elif _without_restart(known) != _without_restart(one):
             raise AnsibleFilterError("node file %r: %s is declared twice with different content or settings"
                                      % (name, one["dest"]))
+        else:  # the same file: each role's units restart when it changes
+            known["restart"] = list(known.get("restart", [])) + [u for u in one["restart"]
+                                                                 if u not in known.get("restart", [])]
     return result
+
+
+def _without_restart(entry):
+    return {key: value for key, value in entry.items() if key != "restart"}
 
 
 class FilterModule:

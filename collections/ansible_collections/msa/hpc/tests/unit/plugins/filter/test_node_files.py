@@ -24,6 +24,9 @@ def test_a_file_two_roles_declare_alike_is_kept_once_and_a_different_one_refused
     ca = {"ca": {"dest": "/etc/msa-hpc/tls/ca.pem", "src": "/pki/ca.pem", "mode": "0644"}}
     once = node_files([], ca)
     assert node_files(once, ca) == once and len(once) == 1
+    # a second role's CA restarts its own unit too; the input list is left as it was
+    both = node_files(once, {"ca": dict(ca["ca"], restart=["emp-slave.service"])})
+    assert both == [dict(once[0], restart=["emp-slave.service"])] and once[0]["restart"] == []
     with pytest.raises(AnsibleFilterError, match="/etc/msa-hpc/tls/ca.pem is declared twice"):
         node_files(once, {"ca": dict(ca["ca"], src="/pki/other.pem")})
 
