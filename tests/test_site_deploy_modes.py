@@ -29,6 +29,8 @@ DECLARING = {
     "slurm_healthcheck": ("slurm_healthcheck_node_files", "configure.yml", "overlay.yml"),
     "slurm_reboot": ("slurm_reboot_node_files", "configure.yml", "overlay.yml"),
     "nam_manager": ("nam_manager_client_node_files", "client_library_configure.yml", "client_library_overlay.yml"),
+    "gateway": ("gateway_node_files", "node_routes_configure.yml", "node_routes_overlay.yml"),
+    "udocker": ("udocker_node_files", "configure.yml", "overlay.yml"),
 }
 FIELDS = ("content", "src", "dest", "owner", "group", "mode")
 # the CA as msa.hpc.common's tls entry point installs it (include_role with common_tls_ca and common_tls_ca_path)
@@ -91,13 +93,25 @@ def ssh_references(role, declaration, configure):
     CA from its common_tls_ca and common_tls_ca_path, with tls.yml's own owner, group and mode."""
     refs, tls = {}, set()
     for task in yaml.safe_load((ROLES / role / "tasks" / configure).read_text()):
+        included = task.get("ansible.builtin.include_tasks") or task.get("ansible.builtin.import_tasks")
+        if included:  # a task file of the same role
+            more, more_tls = ssh_references(role, declaration, included)
+            refs.update(more)
+            tls |= more_tls
+            continue
         if isinstance(task.get("ansible.builtin.copy"), dict):
             args, fields = task["ansible.builtin.copy"], None
         elif task.get("ansible.builtin.include_role", {}).get("tasks_from") == "tls":
             args, fields = task["vars"], TLS_CA
         else:
             continue
-        for arg, value in args.items():
+        # a loop over entries of the declaration, each field taken from the item as the same argument
+        pairs = list(args.items())
+        looped = [re.fullmatch(r"\{\{ %s\.(\w+) \}\}" % declaration, str(one)) for one in task.get("loop", [])]
+        if looped and all(looped):
+            pairs = [(arg, str(value).replace("item.", "%s.%s." % (declaration, entry.group(1))))
+                     for entry in looped for arg, value in pairs]
+        for arg, value in pairs:
             found = re.fullmatch(r"\{\{ %s\.(\w+)\.(\w+) \}\}" % declaration, str(value))
             if found:
                 assert found.group(2) == (fields or {}).get(arg, arg), "%s: %s takes %s" % (task["name"], arg, value)

@@ -33,6 +33,8 @@ def _entry(name, entry):
         raise AnsibleFilterError("%s: dest must be an absolute path without '..', got %r" % (where, dest))
     if (entry.get("content") is None) == (entry.get("src") is None):
         raise AnsibleFilterError("%s (%s): give content or src, exactly one" % (where, dest))
+    if entry.get("src") is not None and not str(entry["src"]).strip():
+        raise AnsibleFilterError("%s (%s): src must name a file on the control host, got an empty one" % (where, dest))
     mode = entry.get("mode")
     if not isinstance(mode, str) or not _MODE.match(mode):
         raise AnsibleFilterError("%s (%s): mode must be a quoted octal string such as \"0644\", got %r"

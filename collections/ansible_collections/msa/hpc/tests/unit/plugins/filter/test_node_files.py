@@ -36,6 +36,7 @@ def test_a_file_two_roles_declare_alike_is_kept_once_and_a_different_one_refused
     ({"dest": "/etc/../root/x", "content": "", "mode": "0644"}, "dest must be an absolute path"),
     ({"dest": "/etc/x", "mode": "0644"}, "give content or src, exactly one"),
     ({"dest": "/etc/x", "content": "a", "src": "/b", "mode": "0644"}, "give content or src, exactly one"),
+    ({"dest": "/etc/x", "src": "", "mode": "0644"}, "src must name a file on the control host"),
     ({"dest": "/etc/x", "content": "a", "mode": 420}, "mode must be a quoted octal string"),
     ({"dest": "/etc/x", "content": "a", "mode": "4755"}, "mode must be a quoted octal string"),
     ({"dest": "/etc/x", "content": "a", "mode": "0644", "restart": "munge.service"}, "restart must be a list"),
