@@ -31,11 +31,25 @@ DECLARING = {
     "nam_manager": ("nam_manager_client_node_files", "client_library_configure.yml", "client_library_overlay.yml"),
     "gateway": ("gateway_node_files", "node_routes_configure.yml", "node_routes_overlay.yml"),
     "udocker": ("udocker_node_files", "configure.yml", "overlay.yml"),
+    "dcdb_pusher": ("dcdb_pusher_node_files", "configure.yml", "overlay.yml"),
 }
 FIELDS = ("content", "src", "dest", "owner", "group", "mode")
-# the CA as msa.hpc.common's tls entry point installs it (include_role with common_tls_ca and common_tls_ca_path)
-TLS_CA = {"common_tls_ca": "src", "common_tls_ca_path": "dest"}
+# the files msa.hpc.common's tls entry point installs from its variables: the CA (common_tls_ca to
+# common_tls_ca_path) and a server's certificate and key (common_tls_cert, common_tls_key into common_tls_dir)
+TLS_CA = {"common_tls_ca": "src", "common_tls_ca_path": "dest", "common_tls_cert": "src", "common_tls_key": "src",
+          "common_tls_key_group": "group", "common_tls_key_mode": "mode"}
 TLS_FIXED = {"owner": "root", "group": "root", "mode": "0644"}
+
+
+def tls_installs(args, entry):
+    """How tasks/tls.yml installs the file the include's argument took its src from: {dest, owner, group, mode}."""
+    source = next(arg for arg, value in args.items() if value.endswith(".%s.src }}" % entry))
+    if source == "common_tls_ca":
+        return dict(TLS_FIXED, dest=None)
+    name = "server.crt" if source == "common_tls_cert" else "server.key"
+    return {"dest": args["common_tls_dir"] + "/" + name, "owner": "root",
+            "group": "root" if name == "server.crt" else args.get("common_tls_key_group", "root"),
+            "mode": "0644" if name == "server.crt" else args.get("common_tls_key_mode", "0600")}
 
 
 def site_tasks():
@@ -91,13 +105,13 @@ def ssh_references(role, declaration, configure):
     """({(entry, field): task name}, {entries installed as the CA}) of the role's ssh task file: a copy task writes
     a field of the declaration when it takes it as the same argument; msa.hpc.common's tls entry point writes the
     CA from its common_tls_ca and common_tls_ca_path, with tls.yml's own owner, group and mode."""
-    refs, tls = {}, set()
+    refs, tls = {}, {}
     for task in yaml.safe_load((ROLES / role / "tasks" / configure).read_text()):
         included = task.get("ansible.builtin.include_tasks") or task.get("ansible.builtin.import_tasks")
         if included:  # a task file of the same role
             more, more_tls = ssh_references(role, declaration, included)
             refs.update(more)
-            tls |= more_tls
+            tls.update(more_tls)
             continue
         if isinstance(task.get("ansible.builtin.copy"), dict):
             args, fields = task["ansible.builtin.copy"], None
@@ -116,9 +130,9 @@ def ssh_references(role, declaration, configure):
             if found:
                 assert found.group(2) == (fields or {}).get(arg, arg), "%s: %s takes %s" % (task["name"], arg, value)
                 refs[(found.group(1), found.group(2))] = task["name"]
-                if fields is TLS_CA:
-                    tls.add(found.group(1))
-                    refs.update({(found.group(1), field): task["name"] for field in TLS_FIXED})
+                if fields is TLS_CA and found.group(2) == "src":
+                    tls[found.group(1)] = tls_installs(args, found.group(1))
+                    refs.update({(found.group(1), field): task["name"] for field in ("dest", *TLS_FIXED)})
     return refs, tls
 
 
@@ -134,9 +148,11 @@ def test_each_declared_file_is_written_by_the_ssh_path_from_its_declaration_alon
         wanted = {(name, field) for field in FIELDS if field in entry}
         assert wanted <= set(refs), "%s.%s: the ssh path does not write %s" % (declaration, name, wanted - set(refs))
         assert len({refs[w] for w in wanted}) == 1, "%s.%s is written by more than one task" % (declaration, name)
-        if name in tls:
-            assert {f: entry.get(f) for f in TLS_FIXED} == TLS_FIXED, "%s.%s: not as tls.yml installs it" % (
-                declaration, name)
+        if name in tls:  # the declared dest (a CA's is the include's own), owner, group and mode are tls.yml's
+            wanted = {f: entry.get(f) if v in (None, "{{ %s.%s.%s }}" % (declaration, name, f)) else v
+                      for f, v in tls[name].items()}
+            assert {f: entry.get(f) for f in wanted} == wanted, "%s.%s: not as tls.yml installs it (%s)" % (
+                declaration, name, tls[name])
     assert "msa.hpc.node_files(%s)" % declaration in (ROLES / role / "tasks" / overlay).read_text()
     site = (BUNDLE / "playbooks/site.yml").read_text()
     assert re.search(r"name: msa\.hpc\.%s\n\s+tasks_from: %s\n" % (role, overlay[:-4]), site), role
@@ -185,3 +201,12 @@ def test_the_munge_key_and_the_ca_render_with_their_owner_mode_and_source():
     assert node_files(ca, {"ca": common}) == ca
     none = declared("common", "ca", common_tls_ca="", common_tls_ca_path="/etc/msa-hpc/tls/ca.pem")
     assert none["present"] is False and node_files([], {"ca": none}) == []
+
+
+def test_the_node_exporters_listen_address_renders_as_its_ssh_task_wrote_it():
+    args = declared("common", "exporter_args", common_node_exporter=True, common_node_exporter_address="10.42.0.21",
+                    common_node_exporter_port=9100, common_node_exporter_web_config="/etc/prometheus/web.yml",
+                    common_node_exporter_service="prometheus-node-exporter")
+    assert args["content"] == ("# Managed by msa.hpc (role common): changes here are overwritten.\n"
+                               'ARGS="--web.listen-address=10.42.0.21:9100 --web.config.file=/etc/prometheus/web.yml"\n')
+    assert args["present"] is True and args["restart"] == ["prometheus-node-exporter.service"]
