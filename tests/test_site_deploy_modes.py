@@ -210,3 +210,20 @@ def test_the_node_exporters_listen_address_renders_as_its_ssh_task_wrote_it():
     assert args["content"] == ("# Managed by msa.hpc (role common): changes here are overwritten.\n"
                                'ARGS="--web.listen-address=10.42.0.21:9100 --web.config.file=/etc/prometheus/web.yml"\n')
     assert args["present"] is True and args["restart"] == ["prometheus-node-exporter.service"]
+
+
+def test_the_harness_gives_an_image_booted_node_the_client_settings_the_ssh_path_writes():
+    """The simulation's provisioner (roles/sim_system overlay_client) writes the same settings keys and CA path as
+    msa.hpc.node_overlay's node_configure over SSH: the node's first overlay needs them, and no image holds them."""
+    ssh = next(t for t in yaml.safe_load((ROLES / "node_overlay/tasks/node_configure.yml").read_text())
+               if t["name"] == "Write the overlay client's settings")["vars"]["node_overlay_client_settings"]
+    harness = next(t for t in yaml.safe_load((BUNDLE / "roles/sim_system/tasks/overlay_client.yml").read_text())
+                   if "sim_system_overlay_client_files" in t.get("vars", {}))["vars"]
+    assert sorted(harness["sim_system_overlay_client_settings"]) == sorted(ssh) == \
+        ["ca_file", "state_dir", "token_file", "url"]
+    defaults = yaml.safe_load((BUNDLE / "roles/sim_system/defaults/main.yml").read_text())
+    overlay_defaults = yaml.safe_load((ROLES / "node_overlay/defaults/main.yml").read_text())
+    assert defaults["sim_system_overlay_config_file"] == overlay_defaults["node_overlay_client_config"]
+    assert defaults["sim_system_overlay_token_file"] == overlay_defaults["node_overlay_token_file"]
+    assert defaults["sim_system_overlay_state_dir"] == overlay_defaults["node_overlay_state_dir"]
+    assert defaults["sim_system_overlay_ca_path"] == overlay_defaults["node_overlay_tls_ca_path"]
