@@ -34,8 +34,10 @@ SYSTEM, MODULE, NODES, JOB = "msa", "cm", ("n1", "n2"), "4711"
 
 def _role_sensors():
     """<group>/<sensor> names the dcdb_pusher role configures by default."""
-    with open(os.path.join(ROLES, "dcdb_pusher", "tasks", "main.yml")) as handle:
-        tasks = yaml.safe_load(handle)
+    tasks = []
+    for name in sorted(os.listdir(os.path.join(ROLES, "dcdb_pusher", "tasks"))):  # main, install, configure
+        with open(os.path.join(ROLES, "dcdb_pusher", "tasks", name)) as handle:
+            tasks += yaml.safe_load(handle) or []
     with open(os.path.join(ROLES, "dcdb_pusher", "defaults", "main.yml")) as handle:
         defaults = yaml.safe_load(handle)
     names = []

@@ -24,7 +24,7 @@ def _counter(name):
 
 
 def _net_group(interfaces, counters):
-    """The net group as the role's task builds it (tasks/main.yml: dcdb_pusher_net_sensors)."""
+    """The net group as the role's task builds it (tasks/configure.yml: dcdb_pusher_net_sensors)."""
     return {"name": "net", "interval": 1000,
             "sensors": [{"name": "%s.%s" % (i, c), "path": "/sys/class/net/%s/statistics/%s" % (i, c),
                          "mqttsuffix": "/%s/%s" % (i, c)} for i in interfaces for c in counters]}
