@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -85,9 +86,9 @@ def test_the_ssh_path_runs_the_same_tasks_as_before_the_overlay_plays():
     assert ssh == plays(GOLDEN.read_text())
 
 
-def test_the_overlay_plays_end_at_once_on_a_node_configured_over_ssh():
-    """Each overlay play on every host ends the host at its first task unless it is an overlay node, and with the
-    defaults (msa_deploy_mode ssh everywhere) no node is."""
+def test_the_overlay_plays_end_at_once_on_a_node_configured_over_ssh(tmp_path):
+    """Each overlay play on every host ends the host at its first task unless it is an overlay node; with the
+    defaults (msa_deploy_mode ssh everywhere) no node is, and a group set to overlay gives exactly its nodes."""
     site = yaml.safe_load((BUNDLE / "playbooks/site.yml").read_text())
     overlay = [p for p in site if "overlay" in p.get("tags", [])]
     assert len(overlay) == 3
@@ -95,10 +96,20 @@ def test_the_overlay_plays_end_at_once_on_a_node_configured_over_ssh():
         if play["hosts"] == "all":
             first = play["tasks"][0]
             assert first["ansible.builtin.meta"] == "end_host"
-            assert first["when"] == "inventory_hostname not in msa_overlay_nodes"
+            assert first["when"] == "inventory_hostname not in site_overlay_nodes"
         else:
-            assert play["tasks"][0]["when"] == "msa_overlay_nodes | length > 0"
-    assert render("msa_overlay_nodes", "mini") == []
+            assert play["tasks"][0]["when"] == "site_overlay_nodes | length > 0"
+        assert play["vars"]["site_overlay_nodes"] == overlay[0]["vars"]["site_overlay_nodes"]
+    # from the inventory alone, as the bundle's msa_overlay_nodes (the harness's list) is
+    expression = overlay[0]["vars"]["site_overlay_nodes"].strip()[2:-2].strip()
+    assert render(expression, "mini") == render("msa_overlay_nodes", "mini") == []
+    # a site that boots its CM module from images: those nodes and no other
+    site = tmp_path / "site"
+    shutil.copytree(BUNDLE / "inventories/sites/example", site)
+    (site / "group_vars").mkdir(exist_ok=True)
+    (site / "group_vars/cm.yml").write_text("msa_deploy_mode: overlay\n")
+    cm = sorted(render("groups['cm']", "mini"))
+    assert cm and render(expression, "mini", site=site) == render("msa_overlay_nodes", "mini", site=site) == cm
 
 
 def ssh_references(role, declaration, configure):
