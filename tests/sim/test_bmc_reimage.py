@@ -240,3 +240,36 @@ def test_a_boot_image_pattern_that_is_no_regular_expression_is_refused_naming_it
     with pytest.raises(config.ConfigError, match=r"boot_image_pattern: '\(' is not a regular expression"):
         testing.make_config(str(tmp_path), [{"name": "n1", "boot_image_pattern": "("}],
                             {ADMIN[0]: (ADMIN[1], "Administrator")})
+
+
+def test_the_provisioned_files_go_from_the_old_container_into_the_new_one_before_the_swap():
+    run = FakePodman(fail=["podman", "cp", "mini-cm01:/etc/msa-hpc/overlay.json"])
+    PodmanBackend(run=run, carry_paths=["/etc/msa-hpc/overlay.token", "/etc/msa-hpc/overlay.json"]).power_on(
+        "mini-cm01", image=IMAGE)
+    cps = [c for c in run.calls if c[1] == "cp"]
+    # the token is copied out and in; the settings the old node never had are skipped, not an error
+    assert [c[2] for c in cps] == ["mini-cm01:/etc/msa-hpc/overlay.token", cps[1][2],
+                                   "mini-cm01:/etc/msa-hpc/overlay.json"]
+    assert cps[1][3] == "mini-cm01.reimage:/etc/msa-hpc/overlay.token" and cps[0][3] == cps[1][2]
+    assert run.calls.index(cps[1]) < run.calls.index(["podman", "rename", "mini-cm01", "mini-cm01.previous"])
+
+
+def test_a_provisioned_file_that_cannot_be_copied_in_keeps_the_old_container():
+    class CopyInFails(FakePodman):
+        def __call__(self, cmd, **kw):
+            if cmd[1] == "cp" and cmd[-1].startswith("mini-cm01.reimage:"):
+                self.calls.append(cmd)
+                return subprocess.CompletedProcess(cmd, 125, stdout="", stderr="simulated failure")
+            return super().__call__(cmd, **kw)
+
+    run = CopyInFails()
+    with pytest.raises(BackendError, match="simulated failure"):
+        PodmanBackend(run=run, carry_paths=["/etc/msa-hpc/overlay.token"]).power_on("mini-cm01", image=IMAGE)
+    assert run.calls[-1] == ["podman", "rm", "--force", "--ignore", "mini-cm01.reimage"]
+    assert not [c for c in run.calls if c[1] in ("rename", "start")]
+
+
+@pytest.mark.parametrize("paths", [["etc/x"], ["/etc/../root/x"], "/etc/x", [3]])
+def test_carry_paths_that_are_not_absolute_paths_are_refused_naming_the_field(paths):
+    with pytest.raises(config.ConfigError, match="backend.carry_paths"):
+        config.validate({"backend": {"carry_paths": paths}, "bmcs": [{"name": "n1", "container": "c1"}]})

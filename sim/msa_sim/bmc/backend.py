@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -23,7 +25,7 @@ class PodmanBackend:
     """
 
     def __init__(self, podman="podman", graceful_timeout=30, command_timeout=90, run=subprocess.run,
-                 post_power_on=()):
+                 post_power_on=(), carry_paths=()):
         self.podman = podman
         self.graceful_timeout = graceful_timeout
         self.command_timeout = command_timeout
@@ -31,6 +33,9 @@ class PodmanBackend:
         # the harness re-applies what a new container lacks (EXTOLL veth links) after every start; one at a time
         self.post_power_on = list(post_power_on)
         self._hook_lock = threading.Lock()
+        # files the provisioner gave the node (its overlay token, the overlay client's CA and settings): a node made
+        # anew from an image gets them from the old container, as a real provisioner hands them over at every boot
+        self.carry_paths = list(carry_paths)
 
     def _podman(self, *args, timeout=None):
         cmd = [self.podman] + [str(a) for a in args]
@@ -85,6 +90,7 @@ class PodmanBackend:
         self._podman("rm", "--force", "--ignore", staged)  # a leftover of an attempt that was cut short
         try:
             self._podman("create", "--name", staged, *args, image)
+            self._carry(container, staged)
         except BackendError:
             self._podman_quiet("rm", "--force", "--ignore", staged)
             raise
@@ -96,6 +102,22 @@ class PodmanBackend:
             self._podman_quiet("rm", "--force", "--ignore", staged)
             raise
         self._podman("rm", "--force", previous)
+
+    def _carry(self, old, new):
+        """Copy each of carry_paths the old container has into the new (created, not started) one."""
+        if not self.carry_paths:
+            return
+        work = tempfile.mkdtemp(prefix="msa-bmc-carry-")
+        try:
+            for i, path in enumerate(self.carry_paths):
+                local = os.path.join(work, str(i))
+                try:
+                    self._podman("cp", "%s:%s" % (old, path), local)
+                except BackendError:
+                    continue  # the old node never had that file: nothing to carry
+                self._podman("cp", local, "%s:%s" % (new, path))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
     def inspect(self, container):
         try:
@@ -218,4 +240,5 @@ def make_backend(conf):
     if conf["type"] == "file":
         return FileBackend(conf["state_file"], graceful_delay=conf["graceful_delay"])
     return PodmanBackend(conf["podman"], graceful_timeout=conf["graceful_timeout"],
-                         command_timeout=conf["command_timeout"], post_power_on=conf.get("post_power_on") or ())
+                         command_timeout=conf["command_timeout"], post_power_on=conf.get("post_power_on") or (),
+                         carry_paths=conf.get("carry_paths") or ())

@@ -26,7 +26,7 @@ BACKENDS = ("podman", "file")
 SERVICE_DEFAULTS = {
     "database": "/var/lib/msa-bmc/bmc.sqlite",
     "backend": {"type": "podman", "podman": "podman", "state_file": "/var/lib/msa-bmc/power.json",
-                "graceful_timeout": 30, "graceful_delay": 0.0, "command_timeout": 90, "post_power_on": []},
+                "graceful_timeout": 30, "graceful_delay": 0.0, "command_timeout": 90, "post_power_on": [], "carry_paths": []},
     "defaults": {},
     "bmcs": [],
 }
@@ -163,6 +163,10 @@ def validate(data, source="bmcs.yaml"):
     hook = backend["post_power_on"]
     if not isinstance(hook, list) or not all(isinstance(arg, str) and arg for arg in hook):
         raise ConfigError("%s: backend.post_power_on: %r is not a list of command-line words" % (source, hook))
+    carried = backend["carry_paths"]
+    if not isinstance(carried, list) or not all(isinstance(p, str) and p.startswith("/") and "/../" not in p + "/"
+                                                for p in carried):
+        raise ConfigError("%s: backend.carry_paths: %r is not a list of absolute paths" % (source, carried))
     if not isinstance(conf["defaults"], dict):
         raise ConfigError("%s: defaults: %r is not a mapping" % (source, conf["defaults"]))
     _unknown(conf["defaults"], BMC_DEFAULTS, "%s: defaults" % source)
