@@ -28,6 +28,7 @@ from ansible_collections.msa.hpc.plugins.module_utils.slurm import nodes as N
 
 DEFAULT_CONFIG = "/etc/msa-hpc/bmc.json"
 REIMAGE_PREFIX = "msa-reimage "
+SLURM_REBOOT_NOTE = re.compile(r" : reboot issued$")
 # the simulation's BMC names a local node image as the containers-image transports do; a site's provisioner URL
 # (https://.../{image}) is set in the configuration
 DEFAULT_BOOT_URI = "containers-storage:{image}"
@@ -103,7 +104,9 @@ def check_image(reason, pattern):
     """The image of a reason ``msa-reimage <image>``, matched whole by ``pattern``; None for any other reason."""
     if not reason.startswith(REIMAGE_PREFIX):
         return None
-    image = reason[len(REIMAGE_PREFIX):]
+    # slurmctld appends its own note to the reason once it has sent the reboot request to slurmd (22.05 to 26.05:
+    # "<reason> : reboot issued"), which is what this program reads
+    image = SLURM_REBOOT_NOTE.sub("", reason[len(REIMAGE_PREFIX):])
     if not pattern:
         raise RebootError("reason: %r asks for a reimage, but image_pattern is not set: this node boots no image "
                           "through its BMC" % reason[:200])

@@ -48,6 +48,14 @@ def test_an_image_off_the_pattern_is_refused_naming_the_reason_and_the_value(ima
     assert str(err.value).startswith("reason: image %r does not match image_pattern" % image)
 
 
+def test_the_note_slurmctld_appends_once_the_reboot_is_issued_is_not_part_of_the_image():
+    """22.05 measured on mini: the reason reads 'msa-reimage <image> : reboot issued' when the program runs."""
+    config = {"image_pattern": PATTERN, "node_name": "cm01"}
+    assert R.requested_image(config, sinfo("msa-reimage " + IMAGE + " : reboot issued")) == IMAGE
+    with pytest.raises(R.RebootError, match="does not match"):
+        R.requested_image(config, sinfo("msa-reimage " + IMAGE + " : reboot issued : reboot issued"))
+
+
 def test_a_reimage_asked_of_a_node_without_pattern_is_refused():
     with pytest.raises(R.RebootError, match="image_pattern is not set"):
         R.check_image("msa-reimage " + IMAGE, "")
