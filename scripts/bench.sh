@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 WHAT=${1:-all}
 SYSTEM=${MSA_BENCH_SYSTEM:-mini}
 PY=${MSA_VENV:-$PWD/.venv}/bin/python
-SYSTEM_BENCHES=(bench_containers bench_mpi bench_runner bench_submit_options)
+SYSTEM_BENCHES=(bench_containers bench_mpi bench_runner bench_submit_options bench_storage)
 skipped() { [[ ",${MSA_BENCH_SKIP:-}," == *",$1,"* ]]; }
 run() { step "tests/bench/$1.py"; "$PY" "tests/bench/$1.py"; }
 

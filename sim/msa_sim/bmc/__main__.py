@@ -23,6 +23,10 @@ def serve(args):
 
     conf = config.load(args.config)
     service = BmcService(conf, log=None if args.quiet else _log)
+    # before the first request can be served: a SIGTERM that comes as soon as a BMC answers stops the service cleanly
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     try:
         service.start()
     except OSError as exc:
@@ -30,9 +34,6 @@ def serve(args):
         return 1
     for name in service.bmcs:
         _log("BMC %s (%s) listening on %s" % (name, service.bmcs[name].conf["container"], service.url(name)))
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     service.stop()
     return 0

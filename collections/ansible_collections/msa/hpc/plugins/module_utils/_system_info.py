@@ -71,7 +71,7 @@ SCHEMA = {
                 + _AGGREGATE_KEYS,
                 "additionalProperties": False,
                 "properties": dict(_AGGREGATE, name={"type": "string"}, module={"type": "string"},
-                                   state={"type": "string"}, default={"type": "boolean"},
+                                   state={"type": "string"}, default={"type": ["boolean", "null"]},
                                    max_time_minutes={"type": ["integer", "null"], "minimum": 0}),
             },
         },
@@ -231,6 +231,8 @@ def read_nodes(payload):
 
 def _max_time(part):
     raw = part.get("max_time_limit", part.get("maximum_time", part.get("max_time")))
+    if raw is None and isinstance(part.get("maximums"), dict):   # data_parser v0.0.40 on
+        raw = part["maximums"].get("time")
     if isinstance(raw, dict):
         return None if raw.get("infinite") or not raw.get("set", True) else _number(raw.get("number"), None)
     if isinstance(raw, str):
@@ -272,8 +274,12 @@ def read_partitions(payload):
             names = expand(nodes) if nodes else []
         except HostlistError:
             names = _words(nodes)
+        # data_parser v0.0.40 to v0.0.45 (24.11 to 26.05) leave the partition flags out (Default=YES among them):
+        # over their REST API whether a partition is the default is not known (None)
+        default = None if "flags" not in part and "default" not in part else \
+            "default" in flags or bool(part.get("default"))
         out.append({"name": str(part.get("name")), "state": str(_words(state)[0] if _words(state) else "UP").upper(),
-                    "default": "default" in flags or bool(part.get("default")), "max_time_minutes": _max_time(part),
+                    "default": default, "max_time_minutes": _max_time(part),
                     "nodes": names})
     return out
 
@@ -399,7 +405,10 @@ def from_cli(run, partition_modules=None, fabric=None):
         return out
 
     try:   # the node list in the layout of GET /slurm/v0.0.38/nodes
-        nodes = {"nodes": N.load_nodes(command(["sinfo", "--json"]), "sinfo --json")}
+        nodes = N.load_nodes(command(["sinfo", "--json"]), "sinfo --json")
+        if any(n.get("grouped") for n in nodes):   # 23.02 on: sinfo groups nodes; scontrol gives each its own
+            nodes = N.load_nodes(command(["scontrol", "show", "nodes", "--json"]), "scontrol show nodes --json")
+        nodes = {"nodes": nodes}
     except N.NodeRecordError as exc:
         raise SystemInfoError(str(exc)) from None
     parts = parse_scontrol_partitions(command(["scontrol", "-o", "show", "partitions"]))
@@ -411,17 +420,17 @@ def from_cli(run, partition_modules=None, fabric=None):
     return build(nodes, parts, licenses, "cli", cluster, partition_modules, **(fabric or {}))
 
 
-def from_rest(call, license_totals=None, partition_modules=None, fabric=None):
-    """Facts through slurmrestd; ``call(path)`` returns the decoded JSON of a GET (raising on failure) and None for
-    a path the API does not have (HTTP 404)."""
-    from ansible_collections.msa.hpc.plugins.module_utils.slurm.rest import API_VERSION
-    nodes = call("/slurm/%s/nodes" % API_VERSION)
-    parts = call("/slurm/%s/partitions" % API_VERSION)
-    lic = call("/slurm/%s/licenses" % API_VERSION)   # v0.0.39 on; 22.05's v0.0.38 has none
+def from_rest(call, license_totals=None, partition_modules=None, fabric=None, api_version="v0.0.38"):
+    """Facts through slurmrestd in API version ``api_version`` (RestTransport.api: v0.0.38 for 22.05, v0.0.42 from
+    24.11); ``call(path)`` returns the decoded JSON of a GET (raising on failure) and None for a path the API does
+    not have (HTTP 404)."""
+    nodes = call("/slurm/%s/nodes" % api_version)
+    parts = call("/slurm/%s/partitions" % api_version)
+    lic = call("/slurm/%s/licenses" % api_version)   # v0.0.39 on; 22.05's v0.0.38 has none
     if lic is not None:
         licenses = read_licenses(lic)
     else:
-        licenses = licenses_from_totals(license_totals, licenses_in_use(call("/slurm/%s/jobs" % API_VERSION)))
+        licenses = licenses_from_totals(license_totals, licenses_in_use(call("/slurm/%s/jobs" % api_version)))
     meta = (nodes or {}).get("meta") or {}
     cluster = (meta.get("Slurm") or meta.get("slurm") or {}).get("cluster")
     return build(nodes, parts, licenses, "rest", cluster, partition_modules, **(fabric or {}))

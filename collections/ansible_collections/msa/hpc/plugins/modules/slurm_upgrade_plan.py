@@ -16,9 +16,15 @@ description:
     either returns the upgrade's steps - slurmdbd first, then slurmctld, then slurmd, each with the hosts still
     below the target - or fails naming the rule the request breaks.
   - The rules are Slurm's own - daemons accept RPCs and state files from at most two earlier major releases (three
-    from 24.11 on), so a jump over more is refused with the releases to go through first; there is no downgrade; and
-    a system whose daemons already break C(slurmdbd >= slurmctld >= slurmd) is refused, since upgrading would
-    not mend it.
+    from 24.11 on - 26.05 from 25.11, 25.05 and 24.11; 24.11 from 24.05, 23.11 and 23.02), so a jump over more
+    (22.05 to 24.11) is refused with the release to go through first; there is no downgrade; and a system whose
+    daemons already break C(slurmdbd >= slurmctld >= slurmd) is refused, since upgrading would not mend it.
+  - The target must be a release the collection supports (24.11, 25.05, 25.11, 26.05; 22.05 is an upgrade source
+    only), a release an upgrade from 22.05 passes through (23.02, 23.11, 24.05), or a newer micro release of the one
+    installed.
+  - With O(step), the step about to run is refused while a daemon before it in Slurm's order still has a host below
+    the target; with O(settings), a C(StateSaveLocation) or C(SlurmdSpoolDir) the upgrade would move is refused.
+    Every refusal names the installed and the target release (or the setting and its values).
   - Only reads its options; the playbook C(msa.hpc.slurm_upgrade) acts on the plan.
 attributes:
   check_mode:
@@ -36,20 +42,32 @@ options:
     type: dict
     required: true
   target:
-    description: The version to upgrade to, upstream (C(23.02.7)) or as the package repository names it.
+    description: The version to upgrade to, upstream (C(26.05.5)) or as the package repository names it.
     type: str
     required: true
+  step:
+    description: The daemon whose upgrade is about to run; refused unless every daemon before it runs the target.
+    type: str
+    choices: [slurmdbd, slurmctld, slurmd]
+  settings:
+    description:
+      - "The slurm.conf paths an upgrade must keep, C(StateSaveLocation) and C(SlurmdSpoolDir), each as
+        C({installed: <path in the running configuration>, target: <path the upgraded configuration names>})."
+    type: dict
+    default: {}
 seealso:
   - module: msa.hpc.slurm_packjob
 """
 
 EXAMPLES = r"""
-- name: Plan the upgrade of the accounting, controller and compute hosts to 23.02
+- name: Plan the upgrade of the accounting, controller and compute hosts to 26.05, keeping the state directories
   msa.hpc.slurm_upgrade_plan:
     installed:
-      mgmt01: {slurmdbd: 22.05.8-4+deb12u3, slurmctld: 22.05.8-4+deb12u3}
-      cm01: {slurmd: 22.05.8-4+deb12u3}
-    target: 23.02.7-1
+      mgmt01: {slurmdbd: 24.11.5-4+deb13u1, slurmctld: 24.11.5-4+deb13u1}
+      cm01: {slurmd: 24.11.5-4+deb13u1}
+    target: 26.05.5-1
+    settings:
+      StateSaveLocation: {installed: /var/lib/slurm/slurmctld, target: /var/lib/slurm/slurmctld}
   register: upgrade
 """
 
@@ -74,7 +92,7 @@ steps:
       description: The versions those hosts have.
       type: list
       elements: str
-  sample: [{daemon: slurmdbd, package: slurmdbd, hosts: [mgmt01], from: [22.05.8-4+deb12u3]}]
+  sample: [{daemon: slurmdbd, package: slurmdbd, hosts: [mgmt01], from: [24.11.5-4+deb13u1]}]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -84,10 +102,13 @@ from ansible_collections.msa.hpc.plugins.module_utils._slurm_upgrade import Upgr
 
 def main():
     module = AnsibleModule(argument_spec={"installed": {"type": "dict", "required": True},
-                                          "target": {"type": "str", "required": True}},
+                                          "target": {"type": "str", "required": True},
+                                          "step": {"type": "str", "choices": ["slurmdbd", "slurmctld", "slurmd"]},
+                                          "settings": {"type": "dict", "default": {}}},
                            supports_check_mode=True)
     try:
-        steps = plan(module.params["installed"], module.params["target"])
+        steps = plan(module.params["installed"], module.params["target"], module.params["step"],
+                     module.params["settings"])
     except UpgradeError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, steps=steps)

@@ -156,7 +156,7 @@ def gather(params, run_command, transport_class=RestTransport):
     transport = transport_class(params["rest_url"], params["rest_user"], params["rest_token"],
                                 timeout=params["rest_timeout"], validate_certs=params["validate_certs"],
                                 ca_path=params.get("rest_ca_path") or params.get("ca_path"))
-    return from_rest(transport.get, params["license_totals"], params["partition_modules"], fabric)
+    return from_rest(transport.get, params["license_totals"], params["partition_modules"], fabric, transport.api)
 
 
 def main():

@@ -4,7 +4,8 @@
 
 slurmd runs the program (msa-hpc-healthcheck, role msa.hpc.slurm_healthcheck) as root on the node every
 HealthCheckInterval seconds. The checks come from the node's configuration file, generated from the inventory for
-each module: munge works, the file systems are mounted, the listed services (the DCDB Pusher, ...) are active, the
+each module: munge works, the file systems are mounted and answer (a statfs() in a child process, bounded in time,
+so a dead network mount cannot hang the program), the listed services (the DCDB Pusher, ...) are active, the
 EXTOLL fabric manager sees every cabled link of the node up, the gateway agent reports both its fabrics up. A failing
 check drains the node with a reason that starts with REASON_PREFIX and names the check; a passing run resumes the
 node only when that prefix shows the drain was this program's own, so an operator's drain is never undone.
@@ -19,8 +20,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 from ansible_collections.msa.hpc.plugins.module_utils.slurm import nodes as N
 
@@ -30,7 +33,10 @@ REASON_MAX = 200
 DEFAULT_CONFIG = "/etc/msa-hpc/healthcheck.json"
 # slurmd runs the program with almost no environment (no PATH): every command by its absolute path.
 COMMANDS = {"munge": "/usr/bin/munge", "unmunge": "/usr/bin/unmunge", "systemctl": "/usr/bin/systemctl",
-            "scontrol": "/usr/bin/scontrol", "sinfo": "/usr/bin/sinfo"}
+            "scontrol": "/usr/bin/scontrol", "sinfo": "/usr/bin/sinfo", "stat": "/usr/bin/stat"}
+# Seconds a mounted file system has to answer a statfs() (config "mount_timeout"): a dead server's mount drains the
+# node instead of hanging the program.
+MOUNT_TIMEOUT = 10
 
 
 class CheckFailed(Exception):
@@ -66,10 +72,66 @@ def check_munge(run=_run):
         raise CheckFailed("unmunge refused the node's own credential (%s)" % (dec.stderr.strip() or dec.returncode))
 
 
-def check_mounts(paths, ismount=os.path.ismount):
-    missing = [p for p in paths if not ismount(p)]
-    if missing:
-        raise CheckFailed("not mounted: %s" % ", ".join(missing))
+def mounted_filesystems(text):
+    """/proc/self/mountinfo -> {mount point: file system type of the mount on top} (octal escapes decoded)."""
+    mounts = {}
+    for line in text.splitlines():
+        head, sep, tail = line.partition(" - ")
+        fields = head.split()
+        if not sep or len(fields) < 5 or not tail.split():
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+        mounts[point] = tail.split()[0]
+    return mounts
+
+
+def _read_mountinfo():
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+        return fh.read()
+
+
+def bounded_runs(argvs, timeout):
+    """Run every argv at once, each in a child of its own; [(returncode, stderr) or None for one that did not end
+    within ``timeout`` seconds of the start]. A child still running then is killed and not waited for: a process
+    stuck on a dead network file system may not die at once, and this program must not wait with it. (The children
+    write a line or two to stderr at most, well below a pipe's buffer, so none blocks on it before it ends.)"""
+    deadline = time.monotonic() + timeout
+    children = [subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 start_new_session=True) for argv in argvs]
+    while any(child.poll() is None for child in children) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    results = []
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+            results.append(None)
+        else:
+            results.append((child.returncode, child.stderr.read().decode("utf-8", "replace")))
+        child.stderr.close()
+    return results
+
+
+def mount_problems(paths, timeout=MOUNT_TIMEOUT, runs=bounded_runs, mountinfo=_read_mountinfo):
+    """What is wrong with each of ``paths``: a statfs() in a child process (it triggers an automount and asks the
+    file system's server) that must answer within ``timeout`` seconds, then /proc/self/mountinfo, which must show a
+    file system other than an automount's autofs on the path. [] when all are mounted and answer."""
+    results = runs([[COMMANDS["stat"], "--file-system", "--format=%T", "--", p] for p in paths], timeout)
+    mounted = mounted_filesystems(mountinfo())
+    problems = []
+    for path, result in zip(paths, results):
+        if result is None:
+            problems.append("%s: no answer within %g s" % (path, timeout))
+        elif result[0] != 0:
+            problems.append("%s: %s" % (path, printable(result[1].strip().rsplit(": ", 1)[-1] or result[0], 60)))
+        elif mounted.get(path, "autofs") == "autofs":
+            problems.append("%s: not mounted" % path)
+    return problems
+
+
+def check_mounts(paths, probe=mount_problems):
+    problems = probe(paths)
+    if problems:
+        raise CheckFailed("mount %s" % "; ".join(problems))
 
 
 def check_services(units, run=_run):
@@ -214,11 +276,15 @@ def apply(node, action, reason, run=_run):
 
 
 # ---------------------------------------------------------------------------------------------------- wiring
-def checks_from_config(config, clients, run=_run, ismount=os.path.ismount):
-    """The node's checks from its configuration; ``clients`` maps "extoll" and "gateway" to their REST clients."""
+def checks_from_config(config, clients, run=_run, probe=None):
+    """The node's checks from its configuration; ``clients`` maps "extoll" and "gateway" to their REST clients,
+    ``probe`` checks the mounts (default mount_problems with the configuration's mount_timeout)."""
+    if probe is None:
+        def probe(paths):
+            return mount_problems(paths, config.get("mount_timeout", MOUNT_TIMEOUT))
     checks = [("munge", lambda: check_munge(run=run))]
     if config.get("mounts"):
-        checks.append(("mounts", lambda: check_mounts(config["mounts"], ismount)))
+        checks.append(("mounts", lambda: check_mounts(config["mounts"], probe)))
     if config.get("services"):
         checks.append(("services", lambda: check_services(config["services"], run=run)))
     if "extoll" in clients:
@@ -243,6 +309,9 @@ def validate_config(config):
         raise ValueError("mounts: %r holds a path that is not absolute" % (config["mounts"],))
     if any(s.startswith("-") for s in config.get("services", [])):
         raise ValueError("services: %r holds a name that starts with '-'" % (config["services"],))
+    timeout = config.get("mount_timeout", MOUNT_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 60:
+        raise ValueError("mount_timeout: %r is not a number of seconds above 0 and at most 60" % (timeout,))
     apis = {}
     for key in ("extoll", "gateway"):
         if config.get(key) is not None:
@@ -266,7 +335,7 @@ def default_client(spec):
                       retries=1)
 
 
-def main(argv=None, make_client=default_client, run=_run, ismount=os.path.ismount, err=sys.stderr):
+def main(argv=None, make_client=default_client, run=_run, probe=None, err=sys.stderr):
     """HealthCheckProgram entry point: msa-hpc-healthcheck [--validate] [CONFIG]. Exits 0 unless the program itself
     cannot run (slurmd logs a non-zero exit; the node's state is what the checks decided). ``--validate`` only reads
     and checks the configuration file (the role's ``validate:`` before it installs one)."""
@@ -286,7 +355,7 @@ def main(argv=None, make_client=default_client, run=_run, ismount=os.path.ismoun
                 clients[name] = make_client(spec)
             except Exception as exc:  # a token file or CA that cannot be read is this check's failure
                 clients[name] = _Broken("%s: %s" % (type(exc).__name__, exc))
-        failed, unknown = run_checks(checks_from_config(config, clients, run, ismount))
+        failed, unknown = run_checks(checks_from_config(config, clients, run, probe))
         state, reason = node_state(config["node"], run)
         action, text = decide(state, reason, failed, unknown)
         apply(config["node"], action, text, run)

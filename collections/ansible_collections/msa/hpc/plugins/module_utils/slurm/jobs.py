@@ -77,8 +77,67 @@ def _string(job, key):
     return "" if value is None else str(value)
 
 
+# Slurm 22.05's job_state_string(): a job with one of these flags is named by the flag, the first in this order,
+# instead of its base state (data_parser v0.0.40+ gives the base state and the flags as one list).
+_STATE_FLAGS = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+                "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING", "LAUNCH_FAILED", "UPDATE_DB",
+                "POWER_UP_NODE")
+_INFINITE = 0xFFFFFFFF
+# Fields of a job record the readers use, by kind: a number (plain, or data_parser v0.0.40+'s number object) or
+# text. A record whose field is of another kind is refused, naming the field, rather than misread.
+_NUMBERS = ("job_id", "het_job_id", "het_job_offset", "user_id", "group_id", "cpus", "time_limit", "node_count",
+            "start_time")
+_TEXTS = ("user_name", "user", "name", "comment", "licenses", "partition", "nodes", "current_working_directory",
+          "resv_name", "dependency")
+
+
+def _plain_number(value, where):
+    """A number of either layout as 22.05 printed it: ``{"set": false}`` → None, ``{"infinite": true}`` → INFINITE."""
+    if isinstance(value, dict):
+        if "number" not in value or not set(value) <= {"set", "infinite", "number"}:
+            raise JobRecordError("%s: %r is neither a number nor a number object {set, infinite, number}"
+                                 % (where, value))
+        if value.get("infinite"):
+            return _INFINITE
+        if not value.get("set", True):
+            return None
+        value = value["number"]
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise JobRecordError("%s: %r is not a number" % (where, value))
+    return value   # a plain value is checked where it is used, naming field and value
+
+
+def state_name(value, where="job_state"):
+    """A job's state as 22.05 named it (one word) from a word or data_parser v0.0.40+'s list ``["PENDING",
+    "REQUEUED"]``: a state flag of _STATE_FLAGS wins over the base state, as in 22.05's job_state_string()."""
+    if value is None or isinstance(value, str):
+        return value
+    if not isinstance(value, list) or not all(isinstance(w, str) for w in value):
+        raise JobRecordError("%s: %r is not a job state (a word, or a list of words)" % (where, value))
+    flags = [f for f in _STATE_FLAGS if f in value[1:]]
+    return flags[0] if flags else (value[0] if value else "")
+
+
+def canonical(job, what="squeue --json"):
+    """One job record of any supported release in 22.05's layout: the numbers the readers use as plain numbers
+    (or None when unset), ``job_state`` as one word. Other fields are left as Slurm gave them."""
+    where = "job %s (%s)" % (job.get("job_id") if not isinstance(job.get("job_id"), dict) else
+                             job["job_id"].get("number"), what)
+    out = dict(job)
+    for key in _NUMBERS:
+        if key in out:
+            out[key] = _plain_number(out[key], "%s: field %s" % (where, key))
+    for key in _TEXTS:
+        if out.get(key) is not None and not isinstance(out[key], (str, dict)):
+            raise JobRecordError("%s: field %s: %r is not text" % (where, key, out[key]))
+    if "job_state" in out:
+        out["job_state"] = state_name(out["job_state"], "%s: field job_state" % where)
+    return out
+
+
 def load_jobs(text, what="squeue --json", required=True):
-    """The job objects of ``squeue --json`` or ``sacct --json`` output (text, or the decoded answer of slurmrestd).
+    """The job objects of ``squeue --json`` or ``sacct --json`` output (text, or the decoded answer of slurmrestd),
+    each in 22.05's layout (canonical), whatever the release's data_parser.
 
     JobRecordError when it is no JSON, when Slurm reported errors and no job, or (``required``) when it holds no
     ``jobs`` list; without ``required`` a missing list is no job."""
@@ -97,7 +156,7 @@ def load_jobs(text, what="squeue --json", required=True):
         return []
     if not isinstance(jobs, list):
         raise JobRecordError("%s: no 'jobs' list in %r" % (what, str(text)[:200]))
-    return [j for j in jobs if isinstance(j, dict)]
+    return [canonical(j, what) for j in jobs if isinstance(j, dict)]
 
 
 _PAIR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=")

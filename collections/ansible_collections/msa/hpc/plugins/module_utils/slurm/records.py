@@ -33,7 +33,7 @@ def _state(value):
     if isinstance(value, dict):
         value = value.get("current")
     if isinstance(value, list):
-        value = value[0] if value else None
+        value = S.state_name(value, "state")
     return str(value).upper().split()[0] if value else "UNKNOWN"
 
 
@@ -85,7 +85,8 @@ def parse_squeue_json(text):
 
 
 def parse_sacct_json(text):
-    """Job records from ``sacct --json`` (Slurm 22.05 layout)."""
+    """Job records from ``sacct --json`` (Slurm 22.05's layout, and data_parser v0.0.40+'s state list, het offset
+    and exit code objects)."""
     out = []
     for job in _load(text, "sacct"):
         het = job.get("het") or {}

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""slurm_packjob's REST transport: CliTransport's methods over slurmrestd (openapi v0.0.38, dbv0.0.38).
+"""slurm_packjob's REST transport: CliTransport's methods over slurmrestd, in the API version of the release it
+serves (module_utils/slurm/releases: v0.0.38 for 22.05, v0.0.42 for 24.11 to 26.05; found by a ping).
 
 A submission's job description is built from the sbatch options render.plan derived from the job model, the pairs
 the batch script's #SBATCH lines are written from; the script itself is handed on as it is, never read back."""
@@ -9,9 +10,10 @@ from ansible_collections.msa.hpc.plugins.module_utils.slurm.records import (
     TransportError, parse_sacct_json, parse_squeue_json)
 from ansible_collections.msa.hpc.plugins.module_utils._rest import (
     NOT_DONE, RestClient, RestError, RestTransportError)
+from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import parse_time
+from ansible_collections.msa.hpc.plugins.module_utils.slurm import releases as R
 
-API_VERSION = "v0.0.38"
-DB_API_VERSION = "dbv0.0.38"
+API_VERSION = "v0.0.38"   # 22.05's; RestTransport.api is the one the server speaks
 USER_HEADER = "X-SLURM-USER-NAME"
 TOKEN_HEADER = "X-SLURM-USER-TOKEN"
 # A POST that failed on the server may have submitted the job: never repeat one blindly. A submission whose answer
@@ -64,8 +66,10 @@ def _options(words, where):
     return out
 
 
-def job_properties(options, environment=None, chdir=None):
-    """A v0.0.38 ``job_properties`` mapping from ``[(sbatch option, value)]``."""
+def job_properties(options, environment=None, chdir=None, api=API_VERSION):
+    """A job description in API version ``api`` from ``[(sbatch option, value)]``: v0.0.38's ``job_properties``
+    (every value as sbatch takes it), or v0.0.42's (a time limit in minutes, the environment a list of ``K=V``,
+    GRES as ``tres_per_node``; measured against slurmrestd 24.11.5)."""
     props = {}
     for name, value in options:
         if name in SBATCH_IGNORED:
@@ -77,12 +81,24 @@ def job_properties(options, environment=None, chdir=None):
                                     ", ".join(sorted(SBATCH_PROPERTIES))))
         props[key] = value
     props.setdefault("current_working_directory", chdir or "/tmp")
-    props["environment"] = dict(environment or DEFAULT_ENVIRONMENT)
+    env = dict(environment or DEFAULT_ENVIRONMENT)
+    if api == API_VERSION:
+        props["environment"] = env
+        return props
+    props["environment"] = ["%s=%s" % pair for pair in sorted(env.items())]
+    if "time_limit" in props:
+        try:
+            minutes = parse_time(props["time_limit"])
+        except ValueError as exc:
+            raise TransportError("sbatch option --time=%s: %s" % (props["time_limit"], exc)) from None
+        props["time_limit"] = {"set": True, "infinite": True, "number": 0} if minutes is None else minutes
+    if "gres" in props:
+        props["tres_per_node"] = ",".join("gres/" + g.strip() for g in str(props.pop("gres")).split(",") if g.strip())
     return props
 
 
-def submission(sub, environment=None, chdir=None):
-    """The body of ``POST /slurm/v0.0.38/job/submit`` for one submission of render.plan: one job description per
+def submission(sub, environment=None, chdir=None, api=API_VERSION):
+    """The body of ``POST /slurm/<api>/job/submit`` for one submission of render.plan: one job description per
     heterogeneous component from its options, and the script as sbatch would get it on standard input.
 
     Options on the command line (``sub["argv"]``) win over the components' and apply to the first, as with sbatch.
@@ -92,7 +108,7 @@ def submission(sub, environment=None, chdir=None):
     first = dict(per_component[0])
     first.update(dict(command_line))
     per_component[0] = list(first.items())
-    jobs = [job_properties(opts, environment, chdir) for opts in per_component]
+    jobs = [job_properties(opts, environment, chdir, api) for opts in per_component]
     body = {"script": sub["script"]}
     if len(jobs) == 1:
         body["job"] = jobs[0]
@@ -129,15 +145,17 @@ def _generic(payload):
 
 class RestTransport:
     """Slurm through slurmrestd: submit, jobs, history, cancel, as cli.CliTransport offers them (no estimate:
-    v0.0.38 has no test-only submission).
+    slurmrestd has no test-only submission).
 
     ``url`` is the API's base (``https://mgmt01:6820``); ``user`` and ``token`` travel as X-SLURM-USER-NAME and
-    X-SLURM-USER-TOKEN. Records are those of parse_squeue_json/parse_sacct_json: slurmrestd 22.05 answers in the
-    layout ``squeue --json`` and ``sacct --json`` print. No message carries the token.
+    X-SLURM-USER-TOKEN. Records are those of parse_squeue_json/parse_sacct_json: slurmrestd answers in the
+    layout ``squeue --json`` and ``sacct --json`` print. No message carries the token. ``api_version`` (``v0.0.38``,
+    ``v0.0.42``) is found by api's first use unless given: the first of releases.API_PROBE_ORDER whose ping answers,
+    its Slurm release checked against the supported ones.
     """
 
     def __init__(self, url, user, token, timeout=10, validate_certs=True, ca_path=None, environment=None,
-                 chdir=None, retries=2, client=None):
+                 chdir=None, retries=2, client=None, api_version=None):
         if not user:
             raise SlurmRestError("rest_user: %r is not a user name" % (user,), kind="user")
         if not token:
@@ -145,6 +163,7 @@ class RestTransport:
                                  kind="auth")
         self.url, self.user, self._token = url, user, token
         self.environment, self.chdir = environment, chdir
+        self._api = api_version
         try:
             self.client = client or RestClient(url, token=token, token_header=TOKEN_HEADER,
                                                validate_certs=validate_certs, ca_path=ca_path, timeout=timeout,
@@ -187,17 +206,48 @@ class RestTransport:
                 "expired, or was not minted for this user (rest_user); get a new one with `scontrol token "
                 "username=%s`" % (self.url, self.user, status, self.user), kind="auth", status=status)
         if status == 404:
-            return SlurmRestError("slurmrestd at %s has no %s (HTTP 404 for %s): is the openapi/%s plugin loaded "
-                                  "(slurmrestd -s)?" % (self.url, what, path,
-                                                        DB_API_VERSION if "/slurmdb/" in path else API_VERSION),
-                                  kind="protocol", status=status)
+            plugin = ("openapi/%s%s" % ("db" if "/slurmdb/" in path else "", API_VERSION) if self._api == API_VERSION
+                      else "openapi/%s" % ("slurmdbd" if "/slurmdb/" in path else "slurmctld"))
+            return SlurmRestError("slurmrestd at %s has no %s (HTTP 404 for %s): is the %s plugin loaded "
+                                  "(slurmrestd -s)?" % (self.url, what, path, plugin), kind="protocol", status=status)
         return SlurmRestError(self._scrub("slurmrestd at %s: %s failed (HTTP %s)%s" % (
             self.url, what, status, ": " + detail if detail else "")), kind="refused", status=status)
+
+    @property
+    def api(self):
+        """The API version spoken with this slurmrestd (found by a ping on first use)."""
+        if self._api is None:
+            self._api = self._probe()
+        return self._api
+
+    def _probe(self):
+        for version in R.API_PROBE_ORDER:
+            try:
+                payload = self._call("GET", "/slurm/%s/ping" % version, what="ping (%s)" % version)
+            except SlurmRestError as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            meta = payload.get("meta") or {}
+            release = (meta.get("slurm") or meta.get("Slurm") or {}).get("release")
+            if release:
+                try:
+                    wanted = R.api_version(release, "slurmrestd's Slurm release")
+                except R.ReleaseError as exc:
+                    raise SlurmRestError("slurmrestd at %s: %s" % (self.url, exc), kind="protocol") from None
+                if wanted != version:
+                    raise SlurmRestError("slurmrestd at %s: Slurm %s is spoken to in %s, but its ping answered at %s "
+                                         "only" % (self.url, release, wanted, version), kind="protocol")
+            return version
+        raise SlurmRestError("slurmrestd at %s serves none of the API versions this collection speaks (%s: %s); "
+                             "supported Slurm releases: %s" % (
+                                 self.url, ", ".join(R.API_PROBE_ORDER), "HTTP 404 for each ping",
+                                 ", ".join(R.SUPPORTED)), kind="protocol", status=404)
 
     # The methods of CliTransport.
     def submit(self, sub):
         """Submit one submission of render.plan (its options, argv and script); return the job id."""
-        body = submission(sub, self.environment, self.chdir)
+        body = submission(sub, self.environment, self.chdir, self.api)
         name = dict(sub["options"][0]).get("job-name")
         lookup = None
         if name:
@@ -206,7 +256,7 @@ class RestTransport:
 
             def lookup():
                 return self._submitted(name, before)
-        payload = self._call("POST", "/slurm/%s/job/submit" % API_VERSION, body, "job submission", lookup=lookup)
+        payload = self._call("POST", "/slurm/%s/job/submit" % self.api, body, "job submission", lookup=lookup)
         job_id = payload.get("job_id")
         if not isinstance(job_id, int) or isinstance(job_id, bool):
             raise SlurmRestError("slurmrestd at %s answered the job submission without a job id: %r"
@@ -222,20 +272,20 @@ class RestTransport:
 
     def jobs(self, user=None):
         """Every job slurmctld still holds, as records (of ``user`` only when given)."""
-        records = parse_squeue_json(self._call("GET", "/slurm/%s/jobs" % API_VERSION, what="job list"))
+        records = parse_squeue_json(self._call("GET", "/slurm/%s/jobs" % self.api, what="job list"))
         return [r for r in records if user is None or r["user"] == user]
 
     def history(self, job_ids):
-        """Records of finished jobs from accounting (dbv0.0.38); each id with its heterogeneous components."""
+        """Records of finished jobs from accounting (slurmdb); each id with its heterogeneous components."""
         out = []
         for job_id in job_ids or []:
-            out += parse_sacct_json(self._call("GET", "/slurmdb/%s/job/%d" % (API_VERSION, int(job_id)),
+            out += parse_sacct_json(self._call("GET", "/slurmdb/%s/job/%d" % (self.api, int(job_id)),
                                                what="accounting record of job %s" % job_id))
         return out
 
     def cancel(self, job_ids):
         for job_id in job_ids or []:
-            self._call("DELETE", "/slurm/%s/job/%d" % (API_VERSION, int(job_id)), what="cancel of job %s" % job_id)
+            self._call("DELETE", "/slurm/%s/job/%d" % (self.api, int(job_id)), what="cancel of job %s" % job_id)
 
     def get(self, path):
         """The decoded JSON of a GET on the API, or None for a path it does not have (HTTP 404)."""
@@ -248,4 +298,4 @@ class RestTransport:
 
     def ping(self):
         """Check the API, the credentials and the controller; returns the ping records."""
-        return self._call("GET", "/slurm/%s/ping" % API_VERSION, what="ping").get("pings") or []
+        return self._call("GET", "/slurm/%s/ping" % self.api, what="ping").get("pings") or []

@@ -63,8 +63,8 @@ def test_munge_needs_a_credential_that_unmunge_accepts():
 
 
 def test_mounts_and_services_name_what_is_missing():
-    with pytest.raises(H.CheckFailed, match="not mounted: /scratch$"):
-        H.check_mounts(["/home", "/scratch"], ismount=lambda p: p == "/home")
+    with pytest.raises(H.CheckFailed, match="^mount /scratch: not mounted$"):
+        H.check_mounts(["/home", "/scratch"], probe=lambda paths: ["/scratch: not mounted"])
     states = {"dcdbpusher": "failed", "munge": "active"}
     with pytest.raises(H.CheckFailed, match="service not active: dcdbpusher failed$"):
         H.check_services(["munge", "dcdbpusher"], run=lambda argv: done(states[argv[2]] + "\n"))
@@ -209,7 +209,7 @@ def _main(tmp_path, config, node_json, emp_client):
         if argv[0] == "systemctl":
             return done("active\n")
         return done("CRED")
-    rc = H.main([str(path)], make_client=lambda spec: emp_client, run=run, ismount=lambda p: True, err=err)
+    rc = H.main([str(path)], make_client=lambda spec: emp_client, run=run, probe=lambda paths: [], err=err)
     return rc, issued, err.getvalue()
 
 
@@ -252,7 +252,7 @@ def test_a_client_that_cannot_be_made_is_the_checks_failure(tmp_path):
     def run(argv, stdin=None, timeout=20):
         issued.append(argv)
         return done(scontrol_node("esb01", "idle")) if argv[:2] == ["sinfo", "--json"] else done("active\n")
-    assert H.main([str(path)], make_client=no_token, run=run, ismount=lambda p: True, err=io.StringIO()) == 0
+    assert H.main([str(path)], make_client=no_token, run=run, probe=lambda paths: [], err=io.StringIO()) == 0
     assert issued[-1][-1].startswith("reason=msa-health: extoll: client not usable: OSError: [Errno 2]")
 
 

@@ -71,7 +71,7 @@ def _squeue(*jobs):
 
 def test_a_timed_out_job_submission_that_slurm_took_is_not_submitted_again(server):
     server.script = [("answer", 200, _squeue((5, "relax"))), "stall", ("answer", 200, _squeue((5, "relax"), (6, "relax")))]
-    transport = RestTransport(server.url, "alice", "tok", timeout=1, retries=2)
+    transport = RestTransport(server.url, "alice", "tok", timeout=1, retries=2, api_version="v0.0.38")
     transport.client._sleep = lambda s: None
     assert transport.submit(SUB) == 6
     assert methods(server) == ["GET", "POST", "GET"]
@@ -80,7 +80,7 @@ def test_a_timed_out_job_submission_that_slurm_took_is_not_submitted_again(serve
 def test_a_lost_job_submission_that_slurm_did_not_take_is_sent_once_more(server):
     server.script = [("answer", 200, _squeue()), "drop", ("answer", 200, _squeue()),
                      ("answer", 200, {"errors": [], "job_id": 7})]
-    transport = RestTransport(server.url, "alice", "tok", retries=2)
+    transport = RestTransport(server.url, "alice", "tok", retries=2, api_version="v0.0.38")
     transport.client._sleep = lambda s: None
     assert transport.submit(SUB) == 7
     assert methods(server) == ["GET", "POST", "GET", "POST"]
@@ -88,7 +88,7 @@ def test_a_lost_job_submission_that_slurm_did_not_take_is_sent_once_more(server)
 
 def test_a_lost_job_submission_that_cannot_be_checked_is_reported_as_unknown(server):
     server.script = [("answer", 200, _squeue()), "drop"] + ["drop"] * 5
-    transport = RestTransport(server.url, "alice", "tok", retries=1)
+    transport = RestTransport(server.url, "alice", "tok", retries=1, api_version="v0.0.38")
     transport.client._sleep = lambda s: None
     with pytest.raises(SlurmRestError) as err:
         transport.submit(SUB)

@@ -67,3 +67,65 @@ def test_a_system_whose_order_is_already_broken_is_refused():
 def test_unknown_daemons_are_refused():
     with pytest.raises(UpgradeError, match=r"installed\[cm01\]: unknown daemon 'slurmrestd'"):
         plan({"cm01": {"slurmrestd": DEB}}, DEB)
+
+
+TRIXIE = "24.11.5-4+deb13u1"
+FORKY = "26.05.5-1"
+SYSTEM_24 = {"mgmt01": {"slurmdbd": TRIXIE, "slurmctld": TRIXIE}, "mgmt02": {"slurmctld": TRIXIE},
+             "cm01": {"slurmd": TRIXIE}, "esb01": {"slurmd": TRIXIE}}
+
+
+@pytest.mark.parametrize("source", ["24.11.5", "25.05.3", "25.11.1"])
+def test_26_05_upgrades_directly_from_the_three_releases_before_it(source):
+    installed = {"mgmt01": {"slurmdbd": source, "slurmctld": source}, "cm01": {"slurmd": source}}
+    assert [s["daemon"] for s in plan(installed, FORKY)] == ["slurmdbd", "slurmctld", "slurmd"]
+
+
+def test_22_05_to_24_11_is_refused_naming_both_releases_and_the_way_through():
+    with pytest.raises(UpgradeError) as err:
+        plan(SYSTEM, TRIXIE)
+    text = str(err.value)
+    assert text.startswith("target=%s: " % TRIXIE) and "has %s, 4 major releases back" % DEB in text
+    assert "Slurm 24.11 upgrades directly from the 3 releases before it only (23.02, 23.11, 24.05)" in text
+    assert "upgrade through 23.11 first" in text
+
+
+def test_24_05_to_26_05_is_refused():
+    with pytest.raises(UpgradeError, match=r"has 24.05.8, 4 major releases back; Slurm 26.05 .* \(24.11, 25.05, "
+                                           r"25.11\); upgrade through 25.11 first"):
+        plan({"cm01": {"slurmd": "24.05.8"}}, FORKY)
+
+
+def test_a_target_the_collection_does_not_support_is_refused_naming_installed_and_target():
+    with pytest.raises(UpgradeError) as err:
+        plan({"mgmt01": {"slurmctld": "20.11.9"}}, "21.08.8")
+    assert str(err.value) == ("target=21.08.8: Slurm 21.08 is not a release this collection supports as a target "
+                              "(supported: 24.11, 25.05, 25.11, 26.05); installed: slurmctld on mgmt01: 20.11.9")
+    # a step of the way out of 22.05, and a micro update of the installed release, are accepted
+    assert plan(SYSTEM, "23.11.10")[0]["from"] == [DEB] and plan(SYSTEM, "22.05.9")[0]["daemon"] == "slurmdbd"
+
+
+def test_a_step_out_of_slurms_order_is_refused_before_it_runs():
+    with pytest.raises(UpgradeError) as err:
+        plan(SYSTEM_24, FORKY, step="slurmd")
+    assert str(err.value) == ("step=slurmd: slurmdbd on mgmt01 still has %s, below the target %s; Slurm upgrades "
+                              "slurmdbd, then slurmctld, then slurmd: upgrade slurmdbd first" % (TRIXIE, FORKY))
+    half = dict(SYSTEM_24, mgmt01={"slurmdbd": FORKY, "slurmctld": FORKY})
+    with pytest.raises(UpgradeError, match="step=slurmd: slurmctld on mgmt02 still has 24.11.5-4"):
+        plan(half, FORKY, step="slurmd")
+    expected = {"daemon": "slurmctld", "package": "slurmctld", "hosts": ["mgmt02"], "from": [TRIXIE]}
+    assert plan(half, FORKY, step="slurmctld")[0] == expected
+    with pytest.raises(UpgradeError, match="step='slurmrestd': not a daemon of the upgrade"):
+        plan(SYSTEM_24, FORKY, step="slurmrestd")
+
+
+@pytest.mark.parametrize("key", ["StateSaveLocation", "SlurmdSpoolDir"])
+def test_a_state_or_spool_directory_that_would_move_is_refused(key):
+    moved = {key: {"installed": "/var/lib/slurm/x", "target": "/var/spool/slurm/x"}}
+    with pytest.raises(UpgradeError) as err:
+        plan(SYSTEM_24, FORKY, settings=moved)
+    assert str(err.value).startswith("%s=/var/spool/slurm/x: the upgrade to %s would move it from /var/lib/slurm/x"
+                                     % (key, FORKY))
+    assert "slurmctld on mgmt01: %s" % TRIXIE in str(err.value)
+    kept = {key: {"installed": "/var/lib/slurm/x/", "target": "/var/lib/slurm/x"}}
+    assert len(plan(SYSTEM_24, FORKY, settings=kept)) == 3
