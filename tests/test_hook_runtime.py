@@ -35,7 +35,7 @@ def programs():
             "node reboot program": _node_program("slurm_reboot")["hook_runtime_entry_points"],
             "node gateway routes": _node_program("gateway", "node_routes_install.yml")["hook_runtime_entry_points"],
             "node overlay server": _node_program("node_overlay", "server.yml")["hook_runtime_entry_points"],
-            "node overlay client": _node_program("node_overlay", "node.yml")["hook_runtime_entry_points"]}
+            "node overlay client": _node_program("node_overlay", "node_install.yml")["hook_runtime_entry_points"]}
 
 
 def entry_points():

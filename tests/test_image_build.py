@@ -17,7 +17,8 @@ from tests.helpers import BIN, BUNDLE
 
 ROLES = BUNDLE / "collections/ansible_collections/msa/hpc/roles"
 INVENTORY = ["-i", "common.yml", "-i", "inventories/systems/mini", "-i", "inventories/sites/example"]
-GUARD = "msa_deploy_mode | default('ssh') != 'image'"
+GUARD = "msa_deploy_mode | default('ssh') == 'ssh'"          # configure: over SSH only
+INSTALL_GUARD = "msa_deploy_mode | default('ssh') != 'overlay'"  # install: in an image and over SSH
 # A destination that is a secret or names one: the roles' secret files and the variables that hold their paths.
 SECRET_DEST = re.compile(r"token|password|secret|credentials|munge_key|tls_key|tls_cert|server\.key|\.key\b|"
                          r"\.account\b|bmc\.json|id_(rsa|ecdsa|ed25519)", re.IGNORECASE)
@@ -103,7 +104,7 @@ def test_the_secret_writes_of_the_compute_roles_are_all_behind_the_image_guard()
     for role, install, entry, configure in entries(compute_set()["roles"]):
         main = yaml.safe_load((ROLES / role / "tasks" / entry).read_text())
         assert [t.get("ansible.builtin.import_tasks") for t in main] == [install, configure], (role, entry)
-        assert "when" not in main[0] and main[1]["when"] == GUARD, (role, entry)
+        assert main[0]["when"] == INSTALL_GUARD and main[1]["when"] == GUARD, (role, entry)
         secret_tasks += ["%s/%s: %s" % (role, configure, t["name"]) for t in tasks(ROLES / role / "tasks" / configure)
                          if t.get("no_log")]
     # munge key, EMP slave token, MQTT password, BMC password, store account, gateway read token at least

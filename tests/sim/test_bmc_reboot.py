@@ -8,13 +8,15 @@ import io
 import json
 import os
 import shutil
+import subprocess
 
 import pytest
 
 from ansible_collections.msa.hpc.plugins.module_utils.node import bmc_reboot as R
 from msa_sim.bmc import testing
 
-USERS = {"admin": ("Adm1n-pw-0", "Administrator"), "viewer": ("v1ew-pw-0", "ReadOnly")}
+USERS = {"admin": ("Adm1n-pw-0", "Administrator"), "viewer": ("v1ew-pw-0", "ReadOnly"),
+         "reimage": ("R31mage-pw-0", "MsaReimageOperator"), "reset": ("R3set-pw-0", "SystemResetOperator")}
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +95,28 @@ def test_a_configuration_that_cannot_reboot_is_refused_naming_the_field(tmp_path
     path.write_text(json.dumps(config))
     err = io.StringIO()
     assert R.main(["--validate", str(path)], err=err) == 1 and says in err.getvalue()
+
+
+def _sinfo(reason):
+    def run(argv, **_):
+        body = {"nodes": [{"name": "cm01", "state": "idle", "state_flags": ["REBOOT_ISSUED"], "reason": reason}]}
+        return subprocess.CompletedProcess(argv, 0, stdout=json.dumps(body), stderr="")
+    return run
+
+
+def test_a_reimage_boots_the_image_once_through_the_node_account_of_the_reimage_role(bmc):
+    image = "localhost/msa-compute:0123456789ab"
+    before = boots(bmc, "cycle")
+    path = write_config(bmc, "cycle", user="reimage", auth="basic", node_name="cm01",
+                        image_pattern=r"localhost/msa-[a-z0-9-]+:[0-9a-f]{12}")
+    err = io.StringIO()
+    assert R.main([path], err=err, run=_sinfo("msa-reimage " + image)) == 0, err.getvalue()
+    row = bmc["service"].store.system("cycle")
+    assert row["boots"] == before + 1 and json.loads(row["settings"])["boot_image"] == image
+    assert row["boot_enabled"] == "Disabled"  # the override was Once: that boot consumed it
+    # a reset-only account (no MsaBootOverride) cannot: refused by the BMC, and no reset was sent
+    path = write_config(bmc, "cycle", user="reset", auth="basic", node_name="cm01",
+                        image_pattern=r"localhost/msa-[a-z0-9-]+:[0-9a-f]{12}")
+    err = io.StringIO()
+    assert R.main([path], err=err, run=_sinfo("msa-reimage " + image)) == 1
+    assert "403" in err.getvalue() and bmc["service"].store.system("cycle")["boots"] == before + 1

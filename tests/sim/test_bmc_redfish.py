@@ -62,7 +62,9 @@ def test_privileges_follow_the_predefined_roles(bmc):
     mapping = {m["Entity"]: m["OperationMap"] for m in
                call(bmc, "GET", "/redfish/v1/AccountService/PrivilegeMap")[1]["Mappings"]}
     assert mapping["ManagerAccount"]["DELETE"] == [{"Privilege": ["ConfigureUsers"]}]
-    assert mapping["ComputerSystem"]["PATCH"] == [{"Privilege": ["ConfigureComponents"]}]
+    # MsaBootOverride (OEM) opens only the one-time image boot of a PATCH (test_bmc_reimage.py)
+    assert mapping["ComputerSystem"]["PATCH"] == [{"Privilege": ["ConfigureComponents"]},
+                                                  {"Privilege": ["MsaBootOverride"]}]
 
 
 def test_accounts_are_added_changed_removed_and_persist(tmp_path):

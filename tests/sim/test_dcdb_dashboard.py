@@ -34,17 +34,14 @@ SYSTEM, MODULE, NODES, JOB = "msa", "cm", ("n1", "n2"), "4711"
 
 def _role_sensors():
     """<group>/<sensor> names the dcdb_pusher role configures by default."""
-    tasks = []
-    for name in sorted(os.listdir(os.path.join(ROLES, "dcdb_pusher", "tasks"))):  # main, install, configure
-        with open(os.path.join(ROLES, "dcdb_pusher", "tasks", name)) as handle:
-            tasks += yaml.safe_load(handle) or []
+    with open(os.path.join(ROLES, "dcdb_pusher", "vars", "main.yml")) as handle:
+        plugins = yaml.safe_load(handle)["dcdb_pusher_plugins"]
     with open(os.path.join(ROLES, "dcdb_pusher", "defaults", "main.yml")) as handle:
         defaults = yaml.safe_load(handle)
     names = []
-    for task in tasks:
-        args = task.get("msa.hpc.dcdb_plugin") or {}
-        if args.get("plugin") == "procfs":
-            names += ["%s/%s" % (g["name"], s["name"]) for g in args["groups"] for s in g["sensors"]]
+    for plugin in plugins:
+        if plugin["plugin"] == "procfs":
+            names += ["%s/%s" % (g["name"], s["name"]) for g in plugin["groups"] for s in g["sensors"]]
     for group in defaults["dcdb_pusher_sysfs_groups"]:  # a glob path expands to <name>0..n
         names += ["%s/%s0" % (group["name"], s["name"]) for s in group["sensors"]]
     assert "cpu/util" in names and "thermal/temp0" in names, names

@@ -376,6 +376,9 @@ def test_one_address_holds_at_most_its_connections_and_then_may_connect_again(tm
     with socket.create_connection((IB, psgwd["port"]), timeout=10, source_address=(CM, 0)) as third:
         assert proto.Reader(third).line() == {
             "ok": False, "error": "refused connection from %s on ib: 2 connections from it are open already" % CM}
+    # the client names the gateway's refusal (it said "no challenge" before: seen when the loop below retried)
+    with pytest.raises(proto.ProtocolError, match="refused the connection: refused connection from .* open already"):
+        send(psgwd["ib"], proto.envelope("42", "c1", "b1", "%s:1" % EXTOLL, 3, 3, proto.digest(b"abc")), b"abc")
     for sock in held:
         sock.close()
     receiver = Receiver(EXTOLL)

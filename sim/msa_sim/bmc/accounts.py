@@ -197,7 +197,8 @@ class AccountsMixin:
         return Response(200, {"@odata.type": "#Role.v1_3_1.Role", "@odata.id": "%s/%s" % (R.ROLES_URI, role),
                               "Id": role, "Name": "%s Role" % role, "RoleId": role, "IsPredefined": True,
                               "Description": "Predefined %s role" % role,
-                              "AssignedPrivileges": list(R.ROLE_PRIVILEGES[role]), "OemPrivileges": []})
+                              "AssignedPrivileges": list(R.ROLE_PRIVILEGES[role]),
+                              "OemPrivileges": list(R.ROLE_OEM_PRIVILEGES.get(role, []))})
 
     def get_privilege_map(self, **_):
         """The operation-to-privilege map this service enforces, read off its own route table."""
@@ -213,7 +214,7 @@ class AccountsMixin:
             ops["HEAD"] = ops["GET"]
         return Response(200, {"@odata.type": "#PrivilegeRegistry.v1_1_4.PrivilegeRegistry",
                               "@odata.id": PRIVILEGE_MAP, "Id": "PrivilegeMap", "Name": "Privilege Map",
-                              "PrivilegesUsed": list(R.PRIVILEGES), "OEMPrivilegesUsed": [],
+                              "PrivilegesUsed": list(R.PRIVILEGES), "OEMPrivilegesUsed": list(R.OEM_PRIVILEGES),
                               "Mappings": [{"Entity": e, "OperationMap": ops} for e, ops in sorted(mappings.items())]})
 
     def _sample_body(self, pattern, methods):

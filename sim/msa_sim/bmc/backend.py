@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -22,7 +25,7 @@ class PodmanBackend:
     """
 
     def __init__(self, podman="podman", graceful_timeout=30, command_timeout=90, run=subprocess.run,
-                 post_power_on=()):
+                 post_power_on=(), carry_paths=()):
         self.podman = podman
         self.graceful_timeout = graceful_timeout
         self.command_timeout = command_timeout
@@ -30,6 +33,9 @@ class PodmanBackend:
         # the harness re-applies what a new container lacks (EXTOLL veth links) after every start; one at a time
         self.post_power_on = list(post_power_on)
         self._hook_lock = threading.Lock()
+        # files the provisioner gave the node (its overlay token, the overlay client's CA and settings): a node made
+        # anew from an image gets them from the old container, as a real provisioner hands them over at every boot
+        self.carry_paths = list(carry_paths)
 
     def _podman(self, *args, timeout=None):
         cmd = [self.podman] + [str(a) for a in args]
@@ -47,7 +53,10 @@ class PodmanBackend:
     def is_on(self, container):
         return self._podman("inspect", "-f", "{{.State.Running}}", container) == "true"
 
-    def power_on(self, container):
+    def power_on(self, container, image=None):
+        """Start the node; with ``image`` (a one-time HTTP boot of that image), recreate it from the image first."""
+        if image:
+            self.recreate(container, image)
         self._podman("start", container)
         if self.post_power_on:
             self._post_power_on(container)
@@ -64,12 +73,118 @@ class PodmanBackend:
             raise BackendError("%s is on, but its post-power-on hook '%s' failed (%d): %s" % (
                 container, " ".join(cmd), proc.returncode, (proc.stderr or proc.stdout).strip()[:300]))
 
+    def recreate(self, container, image):
+        """Make ``container`` (powered off) anew from ``image``, with the settings the old one was created with
+        (create_args) and its volumes, so the node's persistent state (host keys, spool, identity) stays.
+
+        The new container is created under a temporary name first; only then is the old one renamed away, the new
+        one given its name, and the old one removed. When a step fails, the old container is back under its name.
+        """
+        if not isinstance(image, str) or not IMAGE_REFERENCE.fullmatch(image):
+            raise BackendError("image: %r is not an image reference: %s is not recreated" % (image, container))
+        old = self.inspect(container)
+        if (old.get("State") or {}).get("Running"):
+            raise BackendError("%s is running: a node is recreated from a new image only when it is off" % container)
+        args = create_args(old)
+        staged, previous = container + REIMAGE_SUFFIX, container + PREVIOUS_SUFFIX
+        self._podman("rm", "--force", "--ignore", staged)  # a leftover of an attempt that was cut short
+        try:
+            self._podman("create", "--name", staged, *args, image)
+            self._carry(container, staged)
+        except BackendError:
+            self._podman_quiet("rm", "--force", "--ignore", staged)
+            raise
+        self._podman("rename", container, previous)
+        try:
+            self._podman("rename", staged, container)
+        except BackendError:
+            self._podman_quiet("rename", previous, container)
+            self._podman_quiet("rm", "--force", "--ignore", staged)
+            raise
+        self._podman("rm", "--force", previous)
+
+    def _carry(self, old, new):
+        """Copy each of carry_paths the old container has into the new (created, not started) one."""
+        if not self.carry_paths:
+            return
+        work = tempfile.mkdtemp(prefix="msa-bmc-carry-")
+        try:
+            for i, path in enumerate(self.carry_paths):
+                local = os.path.join(work, str(i))
+                try:
+                    self._podman("cp", "%s:%s" % (old, path), local)
+                except BackendError:
+                    continue  # the old node never had that file: nothing to carry
+                self._podman("cp", local, "%s:%s" % (new, path))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def inspect(self, container):
+        try:
+            found = json.loads(self._podman("container", "inspect", container))
+        except ValueError as exc:
+            raise BackendError("podman container inspect %s printed no JSON: %s" % (container, exc)) from None
+        if not isinstance(found, list) or len(found) != 1 or not isinstance(found[0], dict):
+            raise BackendError("podman container inspect %s: not one container" % container)
+        return found[0]
+
+    def _podman_quiet(self, *args):
+        """An undo step: its failure must not hide the error being reported."""
+        try:
+            self._podman(*args)
+        except BackendError:
+            pass
+
     def force_off(self, container):
         self._podman("stop", "-t", "0", container)
 
     def graceful_shutdown(self, container):
         timeout = int(self.graceful_timeout)
         self._podman("stop", "-t", timeout, container, timeout=timeout + self.command_timeout)
+
+
+# the BMC checks the image against its allow-list; the backend still refuses what podman could read as an option
+IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-z0-9._/-]{0,254}(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?")
+REIMAGE_SUFFIX = ".reimage"
+PREVIOUS_SUFFIX = ".previous"
+# podman create options kept as the node was created with them (roles/sim_system), read from the command line
+# podman recorded (Config.CreateCommand): inspect shows no interface name, --no-hosts or --dns none, and its
+# Config.Labels mix in the old image's labels, which must not outlive the image. Flags without a value: FLAGS.
+KEPT_OPTIONS = ("--network", "--net", "--dns", "--no-hosts", "--systemd", "--label", "-l")
+FLAGS = ("--no-hosts",)
+
+
+def create_args(old):
+    """``podman create`` options giving a new container the old one's hostname, privileges, systemd mode, networks
+    (addresses, interface names), DNS, hosts file, labels and volumes (named volumes and bind mounts)."""
+    config, host = old.get("Config") or {}, old.get("HostConfig") or {}
+    args = ["--hostname", config.get("Hostname") or old["Name"]]
+    if host.get("Privileged"):
+        args.append("--privileged")
+    args += kept_options(config.get("CreateCommand") or [], old.get("ImageName"))
+    for mount in old.get("Mounts") or []:
+        if mount.get("Type") not in ("volume", "bind"):
+            continue  # tmpfs of systemd mode: a new container gets its own
+        source = mount.get("Name") if mount["Type"] == "volume" else mount.get("Source")
+        if not source or not mount.get("Destination"):
+            raise BackendError("%s: mount %r names no source or destination" % (old["Name"], mount))
+        args += ["--volume", "%s:%s%s" % (source, mount["Destination"], "" if mount.get("RW", True) else ":ro")]
+    return args
+
+
+def kept_options(command, image=None):
+    """The KEPT_OPTIONS of a recorded command line up to its image, each as ``--option=value``, in their order."""
+    kept, words = [], list(command)
+    for i, word in enumerate(words):
+        if image and word == image:
+            break  # what follows is the container's command
+        name, eq, value = word.partition("=")
+        if name not in KEPT_OPTIONS:
+            continue
+        if not eq:
+            value = "true" if name in FLAGS else (words[i + 1] if i + 1 < len(words) else "")
+        kept.append("%s=%s" % ("--label" if name == "-l" else name, value))
+    return kept
 
 
 class FileBackend:
@@ -109,7 +224,7 @@ class FileBackend:
         with self._lock:
             return self._read().get(container) == "On"
 
-    def power_on(self, container):
+    def power_on(self, container, image=None):  # image: the file backend has no images; the BMC notes the boot
         self._write(container, "On")
 
     def force_off(self, container):
@@ -125,4 +240,5 @@ def make_backend(conf):
     if conf["type"] == "file":
         return FileBackend(conf["state_file"], graceful_delay=conf["graceful_delay"])
     return PodmanBackend(conf["podman"], graceful_timeout=conf["graceful_timeout"],
-                         command_timeout=conf["command_timeout"], post_power_on=conf.get("post_power_on") or ())
+                         command_timeout=conf["command_timeout"], post_power_on=conf.get("post_power_on") or (),
+                         carry_paths=conf.get("carry_paths") or ())

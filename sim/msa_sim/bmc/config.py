@@ -20,13 +20,13 @@ DEFAULT_PATH = "/etc/msa-bmc/bmcs.yaml"
 RESET_TYPES = ("On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "PowerCycle", "Nmi",
                "PushPowerButton", "FullPowerCycle")
 BOOT_TARGETS = ("None", "Pxe", "Hdd", "Cd", "Usb", "BiosSetup", "UefiShell", "UefiHttp")
-ROLES = ("Administrator", "Operator", "ReadOnly", "SystemResetOperator")
+ROLES = ("Administrator", "Operator", "ReadOnly", "SystemResetOperator", "MsaReimageOperator")
 BACKENDS = ("podman", "file")
 
 SERVICE_DEFAULTS = {
     "database": "/var/lib/msa-bmc/bmc.sqlite",
     "backend": {"type": "podman", "podman": "podman", "state_file": "/var/lib/msa-bmc/power.json",
-                "graceful_timeout": 30, "graceful_delay": 0.0, "command_timeout": 90, "post_power_on": []},
+                "graceful_timeout": 30, "graceful_delay": 0.0, "command_timeout": 90, "post_power_on": [], "carry_paths": []},
     "defaults": {},
     "bmcs": [],
 }
@@ -56,6 +56,9 @@ BMC_DEFAULTS = {
     "power": {"idle_watts": 150, "max_watts": 450, "standby_watts": 8},
     "reset_types": list(RESET_TYPES),
     "boot_targets": list(BOOT_TARGETS),
+    # The images Boot.HttpBootUri may name (containers-storage:<reference>, the reference matched whole): the
+    # simulation's HTTP boot boots a local node image (issue 38); anything else is refused before a boot uses it.
+    "boot_image_pattern": r"localhost/msa-[a-z0-9-]+:[a-z0-9][a-z0-9._-]{0,127}",
     "session_timeout": 1800,
     "max_sessions": 16,
     "session_service": True,     # false: no SessionService, basic auth only (like sushy-tools)
@@ -164,6 +167,10 @@ def validate(data, source="bmcs.yaml"):
     hook = backend["post_power_on"]
     if not isinstance(hook, list) or not all(isinstance(arg, str) and arg for arg in hook):
         raise ConfigError("%s: backend.post_power_on: %r is not a list of command-line words" % (source, hook))
+    carried = backend["carry_paths"]
+    if not isinstance(carried, list) or not all(isinstance(p, str) and p.startswith("/") and "/../" not in p + "/"
+                                                for p in carried):
+        raise ConfigError("%s: backend.carry_paths: %r is not a list of absolute paths" % (source, carried))
     if not isinstance(conf["defaults"], dict):
         raise ConfigError("%s: defaults: %r is not a mapping" % (source, conf["defaults"]))
     _unknown(conf["defaults"], BMC_DEFAULTS, "%s: defaults" % source)
@@ -265,6 +272,14 @@ def validate_bmc(data, where):
     bmc["boot_targets"] = _choices(bmc["boot_targets"], BOOT_TARGETS, where + ".boot_targets")
     if "None" not in bmc["boot_targets"]:
         bmc["boot_targets"].insert(0, "None")
+    pattern = bmc["boot_image_pattern"]
+    try:
+        if not isinstance(pattern, str) or not pattern:
+            raise re.error("not a non-empty string")
+        re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError("%s.boot_image_pattern: %r is not a regular expression (%s)"
+                          % (where, pattern, exc)) from None
     bmc["session_timeout"] = _int(bmc["session_timeout"], where + ".session_timeout", 30, 86400)
     for key in ("session_service", "deprecated_resources"):
         if not isinstance(bmc[key], bool):

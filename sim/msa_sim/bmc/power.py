@@ -6,6 +6,7 @@ import math
 import threading
 
 from msa_sim.bmc.backend import BackendError
+from msa_sim.bmc.boot_image import boot_image
 from msa_sim.bmc.resource import Fail
 
 
@@ -39,8 +40,25 @@ class PowerMixin:
                 if row["last_power"] is not None:
                     self.power_event(state)
 
-    def _booted(self):
+    def _power_on(self, container):
+        """Power on; an override to UefiHttp with an HttpBootUri boots that image (the backend recreates the node
+        from it). A failed power-on consumes nothing: a Once override stays for the next attempt."""
+        row = self.store.system(self.name)
+        image = None
+        if row["boot_enabled"] != "Disabled" and row["boot_target"] == "UefiHttp":
+            uri = self.settings().get("http_boot_uri")
+            try:  # checked again at use: the allow-list may have changed since the PATCH
+                image = boot_image(uri, self.conf["boot_image_pattern"]) if uri else None
+            except Fail:
+                raise BackendError("Boot/HttpBootUri %r is not an allowed boot image (boot_image_pattern %s): "
+                                   "not booted" % (uri, self.conf["boot_image_pattern"])) from None
+        self.backend.power_on(container, image=image)
+        self._booted(image)
+
+    def _booted(self, image=None):
         with self._observe_lock:
+            if image:
+                self.save_settings(boot_image=image)
             row = self.store.system(self.name)
             values = {"last_power": "On", "last_reset": self.clock(), "boots": row["boots"] + 1,
                       "last_boot_target": row["boot_target"] if row["boot_enabled"] != "Disabled" else "None"}
@@ -72,16 +90,14 @@ class PowerMixin:
                 reset_type = "GracefulShutdown" if on else "On"
             if reset_type == "On":
                 if not on:
-                    self.backend.power_on(container)
-                    self._booted()
+                    self._power_on(container)
             elif reset_type == "ForceOff":
                 self.backend.force_off(container)
                 self._observe("Off")
             elif reset_type in ("ForceRestart", "PowerCycle", "FullPowerCycle") or (reset_type == "GracefulRestart" and not on):
                 if on:
                     self.backend.force_off(container)
-                self.backend.power_on(container)
-                self._booted()
+                self._power_on(container)
             elif reset_type in ("GracefulShutdown", "GracefulRestart"):
                 if on:
                     self._start_graceful(reset_type == "GracefulRestart")
@@ -102,8 +118,7 @@ class PowerMixin:
                     if go_on:
                         self._transition = "PoweringOn"
                 if go_on:
-                    self.backend.power_on(container)
-                    self._booted()
+                    self._power_on(container)
             except BackendError as exc:
                 self.last_error = str(exc)
                 if self.log:

@@ -26,7 +26,14 @@ ROLE_PRIVILEGES = {
     "Operator": ["Login", "ConfigureComponents", "ConfigureSelf"],
     "ReadOnly": ["Login", "ConfigureSelf"],
     "SystemResetOperator": ["Login", "OperateSystems"],
+    "MsaReimageOperator": ["Login", "OperateSystems"],
 }
+# OEM privileges (DSP0266: a role's OemPrivileges). MsaBootOverride lets an account set this system's one-time boot
+# override (Boot.BootSourceOverrideEnabled/Target/HttpBootUri) and nothing else: ConfigureComponents, which a PATCH of
+# the system needs otherwise, would also open BIOS, Secure Boot, volumes and firmware. MsaReimageOperator is the
+# vendor role for a node's own account when the node may boot a new image of itself (issue 38): reset plus that.
+OEM_PRIVILEGES = ("MsaBootOverride",)
+ROLE_OEM_PRIVILEGES = {"MsaReimageOperator": ["MsaBootOverride"]}
 
 
 class Response:
@@ -163,4 +170,4 @@ class Principal:
 
     @property
     def privileges(self):
-        return ROLE_PRIVILEGES.get(self.role, [])
+        return ROLE_PRIVILEGES.get(self.role, []) + ROLE_OEM_PRIVILEGES.get(self.role, [])

@@ -8,6 +8,7 @@ import re
 from msa_sim.bmc import resource as R
 from msa_sim.bmc.backend import BackendError
 from msa_sim.bmc.bios import BiosMixin
+from msa_sim.bmc.boot_image import boot_image
 from msa_sim.bmc.chassis import ChassisMixin, led_setting
 from msa_sim.bmc.inventory import InventoryMixin
 from msa_sim.bmc.power import PowerMixin
@@ -16,6 +17,9 @@ from msa_sim.bmc.resource import Fail, Response
 BOOT_ENABLED = ("Disabled", "Once", "Continuous")
 BOOT_MODES = ("UEFI", "Legacy")
 RESTORE_POLICIES = ("AlwaysOn", "AlwaysOff", "LastState")
+# what an account with only the OEM privilege MsaBootOverride may PATCH: the one-time image boot, or its removal
+BOOT_OVERRIDE_ONLY = {"BootSourceOverrideEnabled": ("Once", "Disabled"),
+                      "BootSourceOverrideTarget": ("UefiHttp", "None"), "HttpBootUri": None}
 
 
 class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
@@ -40,7 +44,8 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
         root = re.escape(R.ROOT)
         return [
             (root + r"/Systems", {"GET": (self.get_systems, "Login")}),
-            (s, {"GET": (self.get_system, "Login"), "PATCH": (self.patch_system, "ConfigureComponents")}),
+            (s, {"GET": (self.get_system, "Login"),
+                 "PATCH": (self.patch_system, ("ConfigureComponents", "MsaBootOverride"))}),
             (s + r"/Actions/ComputerSystem\.Reset", {
                 "POST": (self.post_reset, ("ConfigureComponents", "OperateSystems"))}),
             (s + r"/ResetActionInfo", {"GET": (self.get_reset_info, "Login")}),
@@ -81,6 +86,7 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
                      "BootSourceOverrideTarget@Redfish.AllowableValues": list(conf["boot_targets"]),
                      "BootSourceOverrideMode": row["boot_mode"],
                      "BootSourceOverrideMode@Redfish.AllowableValues": list(BOOT_MODES),
+                     "HttpBootUri": self.settings().get("http_boot_uri") or "",
                      "BootOrder": list(self.settings().get("boot_order") or list(self.boot_options())),
                      "BootOptions": R.link(self.sys_path + "/BootOptions")},
             "PowerRestorePolicy": self.settings().get("PowerRestorePolicy", "LastState"),
@@ -103,7 +109,8 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
                     "target": self.sys_path + "/Actions/ComputerSystem.SetDefaultBootOrder"}},
             "Oem": {"MsaBmc": {"@odata.type": "#MsaBmc.v1_0_0.ComputerSystem",  # schema/MsaBmc_v1.xml
                                "Container": conf["container"], "Boots": row["boots"],
-                               "LastBootSourceOverrideTarget": row["last_boot_target"], "BackendError": oem_error}},
+                               "LastBootSourceOverrideTarget": row["last_boot_target"],
+                               "BootImage": self.settings().get("boot_image"), "BackendError": oem_error}},
         }
         if conf["deprecated_resources"]:
             body["IndicatorLED"] = self.settings().get("IndicatorLED", "Off")
@@ -114,7 +121,9 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
     def get_system(self, **_):
         return Response(200, self.system_body())
 
-    def patch_system(self, data, **_):
+    def patch_system(self, data, who=None, **_):
+        if who is not None and "ConfigureComponents" not in who.privileges:
+            self._check_boot_override_only(data)
         writable = ("Boot", "PowerRestorePolicy", "AssetTag", "LocationIndicatorActive") + (
             ("IndicatorLED",) if self.conf["deprecated_resources"] else ())
         for key in data:
@@ -130,6 +139,10 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
             raise Fail(400, "PropertyValueTypeError", "The value for the property Boot must be an object.")
         allowed = {"BootSourceOverrideEnabled": BOOT_ENABLED, "BootSourceOverrideTarget": self.conf["boot_targets"],
                    "BootSourceOverrideMode": BOOT_MODES}
+        boot = dict(boot)
+        http_boot_uri = boot.pop("HttpBootUri", None)
+        if http_boot_uri:  # null or "" clears it
+            boot_image(http_boot_uri, self.conf["boot_image_pattern"])
         for key, value in boot.items():
             if key == "BootOrder":
                 continue
@@ -149,12 +162,25 @@ class SystemsMixin(PowerMixin, ChassisMixin, InventoryMixin, BiosMixin):
                 raise Fail(400, "PropertyValueIncorrect", "BootOrder must list each of %s once."
                            % ", ".join(list(self.boot_options())), args=[order, "BootOrder"])
             self.save_settings(boot_order=order)
+        if "HttpBootUri" in data.get("Boot", {}):
+            self.save_settings(http_boot_uri=http_boot_uri or "")
         self.save_settings(**{k: data[k] for k in ("PowerRestorePolicy", "AssetTag") if k in data})
         if led:
             self.save_settings(IndicatorLED=led)
         if boot:
             self.store.update_system(self.name, **{columns[k]: v for k, v in boot.items()})
         return Response(200, self.system_body())
+
+    def _check_boot_override_only(self, data):
+        """An account with MsaBootOverride but not ConfigureComponents may set the one-time image boot, no more."""
+        boot = data.get("Boot")
+        if set(data) != {"Boot"} or not isinstance(boot, dict) or not boot:
+            raise R.forbidden()
+        for key, value in boot.items():
+            if key not in BOOT_OVERRIDE_ONLY or (BOOT_OVERRIDE_ONLY[key] and value not in BOOT_OVERRIDE_ONLY[key]):
+                raise Fail(403, "InsufficientPrivilege", "Boot/%s=%r needs ConfigureComponents; this account may "
+                           "only set a one-time UefiHttp boot and its HttpBootUri." % (key, value),
+                           "Use an account with ConfigureComponents.", args=["Boot/" + key])
 
     def post_reset(self, data, **_):
         reset_type = data.get("ResetType")

@@ -64,7 +64,10 @@ def hello(challenge):
 
 def send_authenticated(sock, reader, env, secret):
     """Answer the gateway's challenge: send ``env`` with the proof that this client holds the job's secret."""
-    challenge = reader.line().get("challenge")
+    first = reader.line()
+    if first.get("ok") is False:  # refused before the challenge (too many connections from this address)
+        raise ProtocolError("the gateway refused the connection: %s" % str(first.get("error", first))[:300])
+    challenge = first.get("challenge")
     if not isinstance(challenge, str) or not _CHALLENGE.match(challenge):
         raise ProtocolError("the gateway sent no challenge (not a psgwd speaking protocol %d?)" % VERSION)
     if not secret:
