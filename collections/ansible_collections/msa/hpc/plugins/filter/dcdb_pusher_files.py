@@ -31,9 +31,8 @@ def dcdb_pusher_files(plugins, config_dir=D.DEFAULT_CONFIG_DIR, pusher_global=No
             raise AnsibleFilterError("dcdb_pusher_files: plugins[%d].state: %r is not present or absent"
                                      % (index, state))
         try:
-            changes, _ = D.plan_plugin(entry["plugin"], state, entry.get("groups") or [], entry.get("global_options"),
-                                       config_dir, pusher_conf, files.get,
-                                       pusher_global if index == 0 else None)
+            changes = D.plan_plugin(entry["plugin"], state, entry.get("groups") or [], entry.get("global_options"),
+                                    config_dir, pusher_conf, files.get, pusher_global if index == 0 else None)[0]
         except (D.DcdbConfigError, D.InfoError) as exc:
             raise AnsibleFilterError("dcdb_pusher_files: plugin %s: %s" % (entry["plugin"], exc)) from None
         for path, (_before, after) in changes.items():
