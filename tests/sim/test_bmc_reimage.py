@@ -244,20 +244,22 @@ def test_a_boot_image_pattern_that_is_no_regular_expression_is_refused_naming_it
 
 def test_the_provisioned_files_go_from_the_old_container_into_the_new_one_before_the_swap():
     run = FakePodman(fail=["podman", "cp", "mini-cm01:/etc/msa-hpc/overlay.json"])
-    PodmanBackend(run=run, carry_paths=["/etc/msa-hpc/overlay.token", "/etc/msa-hpc/overlay.json"]).power_on(
+    PodmanBackend(run=run, carry_paths=["/etc/msa-hpc/tls/ca.pem", "/etc/msa-hpc/overlay.json"]).power_on(
         "mini-cm01", image=IMAGE)
     cps = [c for c in run.calls if c[1] == "cp"]
-    # the token is copied out and in; the settings the old node never had are skipped, not an error
-    assert [c[2] for c in cps] == ["mini-cm01:/etc/msa-hpc/overlay.token", cps[1][2],
-                                   "mini-cm01:/etc/msa-hpc/overlay.json"]
-    assert cps[1][3] == "mini-cm01.reimage:/etc/msa-hpc/overlay.token" and cps[0][3] == cps[1][2]
-    assert run.calls.index(cps[1]) < run.calls.index(["podman", "rename", "mini-cm01", "mini-cm01.previous"])
+    # each file is copied out into a tree of its path; the settings the old node never had are skipped, not an
+    # error; the tree goes in at once, so a directory the new image lacks (/etc/msa-hpc/tls) is made
+    assert [c[2] for c in cps[:2]] == ["mini-cm01:/etc/msa-hpc/tls/ca.pem", "mini-cm01:/etc/msa-hpc/overlay.json"]
+    assert cps[0][3].endswith("/root/etc/msa-hpc/tls/ca.pem")
+    assert cps[2][2:] == [cps[0][3][:-len("/etc/msa-hpc/tls/ca.pem")] + "/.", "mini-cm01.reimage:/"]
+    assert len(cps) == 3
+    assert run.calls.index(cps[2]) < run.calls.index(["podman", "rename", "mini-cm01", "mini-cm01.previous"])
 
 
 def test_a_provisioned_file_that_cannot_be_copied_in_keeps_the_old_container():
     class CopyInFails(FakePodman):
         def __call__(self, cmd, **kw):
-            if cmd[1] == "cp" and cmd[-1].startswith("mini-cm01.reimage:"):
+            if cmd[1] == "cp" and cmd[-1] == "mini-cm01.reimage:/":
                 self.calls.append(cmd)
                 return subprocess.CompletedProcess(cmd, 125, stdout="", stderr="simulated failure")
             return super().__call__(cmd, **kw)

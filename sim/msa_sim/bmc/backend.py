@@ -104,18 +104,26 @@ class PodmanBackend:
         self._podman("rm", "--force", previous)
 
     def _carry(self, old, new):
-        """Copy each of carry_paths the old container has into the new (created, not started) one."""
+        """Copy each of carry_paths the old container has into the new (created, not started) one, with the
+        directories above it (0755) that a new image may lack."""
         if not self.carry_paths:
             return
         work = tempfile.mkdtemp(prefix="msa-bmc-carry-")
         try:
-            for i, path in enumerate(self.carry_paths):
-                local = os.path.join(work, str(i))
+            tree = os.path.join(work, "root")
+            carried = False
+            for path in self.carry_paths:
+                local = tree + path
+                os.makedirs(os.path.dirname(local), mode=0o755, exist_ok=True)
                 try:
                     self._podman("cp", "%s:%s" % (old, path), local)
                 except BackendError:
                     continue  # the old node never had that file: nothing to carry
-                self._podman("cp", local, "%s:%s" % (new, path))
+                carried = True
+            if carried:
+                for directory, _dirs, _files in os.walk(tree):
+                    os.chmod(directory, 0o755)
+                self._podman("cp", tree + "/.", "%s:/" % new)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
