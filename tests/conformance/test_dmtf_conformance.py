@@ -74,10 +74,14 @@ def _say(text):
 @pytest.fixture(scope="module")
 def bmc(tmp_path_factory):
     """A BMC as the harness configures them (roles/sim_bmc: deprecated_resources true)."""
-    directory = str(tmp_path_factory.mktemp("dmtf-bmc"))
+    yield from _one_bmc(tmp_path_factory, "dmtf-bmc", True)
+
+
+def _one_bmc(tmp_path_factory, name, deprecated):
+    directory = str(tmp_path_factory.mktemp(name))
     ca, tls = testing.make_tls(directory)
     service = testing.start(directory, [{"name": "n1", "nics": [{"mac": "02:00:00:00:00:01", "ipv4": "10.0.0.1/24"}]}],
-                            USERS, defaults={"tls": tls, "update_seconds": 0.2, "deprecated_resources": True})
+                            USERS, defaults={"tls": tls, "update_seconds": 0.2, "deprecated_resources": deprecated})
     yield {"url": service.url("n1"), "ca": ca, "dir": directory}
     service.stop()
 
@@ -206,12 +210,7 @@ def _report(label, counts, problems, expected):
 def current_only_bmc(tmp_path_factory):
     """A BMC with ``deprecated_resources: false``: the current forms only, as bmcweb built without its
     redfish-allow-deprecated-power-thermal option serves them."""
-    directory = str(tmp_path_factory.mktemp("dmtf-bmc-current"))
-    ca, tls = testing.make_tls(directory)
-    service = testing.start(directory, [{"name": "n1", "nics": [{"mac": "02:00:00:00:00:01", "ipv4": "10.0.0.1/24"}]}],
-                            USERS, defaults={"tls": tls, "update_seconds": 0.2, "deprecated_resources": False})
-    yield {"url": service.url("n1"), "ca": ca, "dir": directory}
-    service.stop()
+    yield from _one_bmc(tmp_path_factory, "dmtf-bmc-current", False)
 
 
 def test_redfish_service_validator_finds_no_failure_and_no_warning(current_only_bmc, capsys):
