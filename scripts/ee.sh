@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${MSA_VENV:-$PWD/.venv}
 COLL=collections/ansible_collections/msa/hpc
-BASE=localhost/msa-ee-base:bookworm
+BASE=localhost/msa-ee-base:trixie
 IMAGE=${MSA_EE_IMAGE:-localhost/msa-hpc-ee:0.1.0}
 BUILD=.cache/ee
 SITE_PACKAGES=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${MSA_VENV:-$PWD/.venv}
 IMAGE=${MSA_IMAGE:-localhost/msa-node:latest}
-BASE=localhost/msa-base:bookworm
+BASE=localhost/msa-base:trixie
 
 step "apt packages"
 # opensm, ibsim-utils, infiniband-diags, libumad2sim0: OpenSM under ibsim, the peer of tests/bench/bench_routing.py
@@ -54,19 +54,16 @@ fi
 step "node image ($IMAGE)"
 if ! podman image exists "$BASE"; then
   root=$(mktemp -d /var/tmp/msa-rootfs.XXXX)
-  debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >/var/tmp/msa-debootstrap.log 2>&1 \
+  debootstrap --variant=minbase trixie "$root" http://deb.debian.org/debian >/var/tmp/msa-debootstrap.log 2>&1 \
     || { tail -20 /var/tmp/msa-debootstrap.log; exit 1; }
   tar -C "$root" -c . | podman import - "$BASE" >/dev/null
   rm -rf "$root"
 fi
-# the SPANK plugin's source and the Slurm patches (build contexts of their own) are part of the image: a change
-# rebuilds it
+# the SPANK plugin's source (a build context of its own) is part of the image: a change rebuilds it
 SPANK=collections/ansible_collections/msa/hpc/roles/slurm/files/spank
-PATCHES=collections/ansible_collections/msa/hpc/roles/slurm/files/patches
-sum=$(cat image/Containerfile "$SPANK"/spank_msa.c "$SPANK"/msa_opts.c "$SPANK"/msa_opts.h "$PATCHES"/*.patch \
-  | sha256sum | cut -c1-16)
+sum=$(cat image/Containerfile "$SPANK"/spank_msa.c "$SPANK"/msa_opts.c "$SPANK"/msa_opts.h | sha256sum | cut -c1-16)
 if [ "$(podman image inspect -f '{{ index .Labels "msa.hpc.containerfile" }}' "$IMAGE" 2>/dev/null)" != "$sum" ]; then
   podman build -q --label "msa.hpc.containerfile=$sum" --build-context spanksrc="$SPANK" \
-    --build-context slurmpatches="$PATCHES" -t "$IMAGE" -f image/Containerfile image >/dev/null
+    -t "$IMAGE" -f image/Containerfile image >/dev/null
 fi
 step "setup done"

@@ -24,7 +24,7 @@ BUNDLE = _bench_paths.BUNDLE
 
 from tests.helpers import ansible_inventory  # noqa: E402
 
-IMAGE = "msa-demo:bookworm"
+IMAGE = "msa-demo:trixie"
 USER, UID = "benchctr", 5102
 TIMER = r'''
 t() { local s e rc; s=$(date +%s.%N); "$@" </dev/null >/dev/null 2>&1; rc=$?; e=$(date +%s.%N);
@@ -96,9 +96,9 @@ def main():
     ssh(address, add_user)
     repo_dir = ssh(address, "python3 -c \"import json; print(json.load(open('/etc/msa-container.json'))"
                             "['repo_dir'])\"").strip()
-    sha256 = ssh(address, "cat %s/imported/msa-demo_bookworm.sha256" % repo_dir).strip()
+    sha256 = ssh(address, "cat %s/imported/msa-demo_trixie.sha256" % repo_dir).strip()
     store = inv["msa_storage"]["hosts"][0]
-    store_file = "http://%s:%d/msa-demo_bookworm.tar.gz" % (hostvars[store]["msa_addresses"]["mgmt"],
+    store_file = "http://%s:%d/msa-demo_trixie.tar.gz" % (hostvars[store]["msa_addresses"]["mgmt"],
                                                             int(os.environ.get("MSA_BENCH_STORE_PORT", "8471")))
     try:
         # 1. image import as the role does it: download from the store, sha256, udocker import (a fresh tag)

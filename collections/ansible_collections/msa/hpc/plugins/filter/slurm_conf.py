@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 """Filters msa.hpc.slurm_nodes_conf, slurm_conf_problems, slurm_node_records, slurm_controllers and
-slurm_conf_server for the slurm.conf templates."""
+slurm_conf_server for the slurm.conf templates, and slurm_api_version for slurmrestd's clients."""
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import (
     SlurmConfError, conf_server, controllers, node_records, problems, render)
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.releases import ReleaseError, api_version
 
 
 def slurm_nodes_conf(data):
@@ -45,10 +46,18 @@ def slurm_conf_server(addresses, port):
         raise AnsibleFilterError("msa.hpc.slurm_conf_server: %s" % exc)
 
 
+def slurm_api_version(release):
+    """The slurmrestd API version (``v0.0.42``) the collection speaks to a supported Slurm release."""
+    try:
+        return api_version(release, "slurm_release")
+    except ReleaseError as exc:
+        raise AnsibleFilterError("msa.hpc.slurm_api_version: %s" % exc)
+
+
 class FilterModule:
     """slurm.conf model filters."""
 
     def filters(self):
         return {"slurm_nodes_conf": slurm_nodes_conf, "slurm_conf_problems": slurm_conf_problems,
                 "slurm_node_records": slurm_node_records, "slurm_controllers": slurm_controllers,
-                "slurm_conf_server": slurm_conf_server}
+                "slurm_conf_server": slurm_conf_server, "slurm_api_version": slurm_api_version}
