@@ -67,7 +67,14 @@ def plan(installed, target, step=None, settings=None):
     to run: refused while a daemon before it in Slurm's order still has a host below the target. `settings` maps
     each of KEPT_SETTINGS to {installed, target} paths: refused when one would move.
     """
-    want = parse(target, "target")
+    try:
+        want = parse(target, "target")
+    except UpgradeError as exc:
+        # name what is installed too, so the refusal says from where to where
+        raise UpgradeError("%s; installed: %s" % (exc, ", ".join(
+            "%s on %s: %s" % (daemon, host, version) for daemon, _pkg in ORDER
+            for host, daemons in sorted(installed.items()) for name, version in sorted(daemons.items())
+            if name == daemon))) from None
     window = releases_back(want[0])
     found = {}
     for host, daemons in sorted(installed.items()):

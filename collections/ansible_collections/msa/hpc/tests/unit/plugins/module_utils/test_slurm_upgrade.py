@@ -105,6 +105,15 @@ def test_a_target_the_collection_does_not_support_is_refused_naming_installed_an
     assert plan(SYSTEM, "23.11.10")[0]["from"] == [DEB] and plan(SYSTEM, "22.05.9")[0]["daemon"] == "slurmdbd"
 
 
+def test_a_release_newer_than_any_known_is_refused_naming_installed_and_target():
+    trixie = "24.11.5-4+deb13u1"
+    with pytest.raises(UpgradeError) as err:
+        plan({"mgmt01": {"slurmdbd": trixie, "slurmctld": trixie}, "cm01": {"slurmd": trixie}}, "27.05.1-1")
+    assert str(err.value) == ("target=27.05.1-1: Slurm major release 27.05 is not one this collection knows "
+                              "(17.02 … 26.05); installed: slurmdbd on mgmt01: %s, slurmctld on mgmt01: %s, "
+                              "slurmd on cm01: %s" % (trixie, trixie, trixie))
+
+
 def test_a_step_out_of_slurms_order_is_refused_before_it_runs():
     with pytest.raises(UpgradeError) as err:
         plan(SYSTEM_24, FORKY, step="slurmd")
