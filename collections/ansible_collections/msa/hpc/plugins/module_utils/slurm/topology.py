@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import re
 
-import yaml
+try:  # PyYAML comes with ansible-core on the controller, where this runs (filter msa.hpc.slurm_topology)
+    import yaml
+except ImportError:  # pragma: no cover - a node without PyYAML never imports this module
+    yaml = None
 
 from ansible_collections.msa.hpc.plugins.module_utils import _hostlist as HL
 
@@ -245,5 +248,7 @@ def build(groups, default=DEFAULT_TOPOLOGY):
     if problems:
         raise TopologyError(problems)
     entries.insert(0, {"topology": default, "cluster_default": True, "flat": True})
+    if yaml is None:
+        raise TopologyError(["PyYAML is not installed: it writes topology.yaml (pip install pyyaml)"])
     text = yaml.safe_dump(entries, sort_keys=False, default_flow_style=False, explicit_start=True)
     return {"text": text, "partitions": dict(sorted(partitions.items()))}

@@ -58,7 +58,7 @@ def test_the_token_script_refuses_what_is_not_an_account_or_a_lifespan(tmp_path)
                           (["prom;id", "7200", str(tmp_path / "t")], "is not an account name"),
                           (["prometheus", "2h", str(tmp_path / "t")], "is not a number of seconds"),
                           (["prometheus", "7200"], "usage:")):
-        run = subprocess.run(["sh", str(script)] + args, capture_output=True, text=True)
+        run = subprocess.run(["sh", str(script)] + args, capture_output=True, text=True, check=False)
         assert run.returncode == 2 and message in run.stderr, (args, run.stderr)
     assert not (tmp_path / "t").exists()
 
@@ -72,9 +72,9 @@ def test_the_token_script_writes_only_a_jwt_that_scontrol_printed(tmp_path):
     script, target = ROLE / "files" / "msa-hpc-slurm-metrics-token", tmp_path / "token"
     env = {"PATH": "%s:/usr/bin:/bin" % fake}
     bad = subprocess.run(["sh", str(script), "prometheus", "7200", str(target)], capture_output=True, text=True,
-                         env=dict(env, SCONTROL_OUT="Invalid user"))
+                         env=dict(env, SCONTROL_OUT="Invalid user"), check=False)
     assert bad.returncode == 1 and "no SLURM_JWT= line" in bad.stderr and not target.exists()
     good = subprocess.run(["sh", str(script), "prometheus", "7200", str(target)], capture_output=True, text=True,
-                          env=dict(env, SCONTROL_OUT="SLURM_JWT=eyJ.abc.def"))
+                          env=dict(env, SCONTROL_OUT="SLURM_JWT=eyJ.abc.def"), check=False)
     assert good.returncode == 0, good.stderr
     assert target.read_text() == "eyJ.abc.def\n" and oct(target.stat().st_mode & 0o777) == "0o640"

@@ -43,8 +43,8 @@ def test_mini_shape_esb_and_dam_blocks_cm_tree_and_a_flat_default():
     got = entries(result)
     assert list(got) == ["flat", "esb", "dam", "cm"]
     assert got["flat"] == {"topology": "flat", "cluster_default": True, "flat": True}
-    assert got["esb"]["block"] == {"block_sizes": [2, 4], "blocks": [{"block": "esb_b0", "nodes": "esb[01-02]"},
-                                                                      {"block": "esb_b1", "nodes": "esb[03-04]"}]}
+    assert got["esb"]["block"] == {"block_sizes": [2, 4], "blocks": [
+        {"block": "esb_b0", "nodes": "esb[01-02]"}, {"block": "esb_b1", "nodes": "esb[03-04]"}]}
     assert got["dam"]["block"] == {"block_sizes": [2], "blocks": [{"block": "dam_b0", "nodes": "dam[01-02]"}]}
     assert got["cm"]["tree"] == {"switches": [{"switch": "cm_sw", "nodes": "cm[01-02]"}]}
     assert result["partitions"] == {"cm": "cm", "dam": "dam", "esb": "esb"}
