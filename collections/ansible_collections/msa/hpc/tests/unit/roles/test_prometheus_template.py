@@ -3,8 +3,16 @@
 (26.05) one job per metrics endpoint, plain HTTP as Slurm serves it, with the JWT, never following a standby's 303."""
 from __future__ import annotations
 
+import base64
+import grp
+import hashlib
+import hmac
+import json
+import os
 import pathlib
 import subprocess
+import sys
+import time
 
 import jinja2
 import yaml
@@ -52,29 +60,48 @@ def test_26_05_scrapes_each_slurmctld_endpoint_with_the_jwt_and_no_redirect():
     assert [j["job_name"] for j in wider["scrape_configs"]][-1] == "slurmctld_jobs_users_accts"
 
 
-def test_the_token_script_refuses_what_is_not_an_account_or_a_lifespan(tmp_path):
-    script = ROLE / "files" / "msa-hpc-slurm-metrics-token"
-    for args, message in ((["-u", "7200", str(tmp_path / "t")], "is not an account name"),
-                          (["prom;id", "7200", str(tmp_path / "t")], "is not an account name"),
-                          (["prometheus", "2h", str(tmp_path / "t")], "is not a number of seconds"),
-                          (["prometheus", "7200"], "usage:")):
-        run = subprocess.run(["sh", str(script)] + args, capture_output=True, text=True, check=False)
-        assert run.returncode == 2 and message in run.stderr, (args, run.stderr)
-    assert not (tmp_path / "t").exists()
+SCRIPT = ROLE / "files" / "slurm_metrics_token.py"
 
 
-def test_the_token_script_writes_only_a_jwt_that_scontrol_printed(tmp_path):
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    for name, body in (("scontrol", 'echo "$SCONTROL_OUT"'), ("chgrp", "exit 0")):
-        (fake / name).write_text("#!/bin/sh\n%s\n" % body)
-        (fake / name).chmod(0o755)
-    script, target = ROLE / "files" / "msa-hpc-slurm-metrics-token", tmp_path / "token"
-    env = {"PATH": "%s:/usr/bin:/bin" % fake}
-    bad = subprocess.run(["sh", str(script), "prometheus", "7200", str(target)], capture_output=True, text=True,
-                         env=dict(env, SCONTROL_OUT="Invalid user"), check=False)
-    assert bad.returncode == 1 and "no SLURM_JWT= line" in bad.stderr and not target.exists()
-    good = subprocess.run(["sh", str(script), "prometheus", "7200", str(target)], capture_output=True, text=True,
-                          env=dict(env, SCONTROL_OUT="SLURM_JWT=eyJ.abc.def"), check=False)
-    assert good.returncode == 0, good.stderr
-    assert target.read_text() == "eyJ.abc.def\n" and oct(target.stat().st_mode & 0o777) == "0o640"
+def run_script(*args):
+    return subprocess.run([sys.executable, "-I", str(SCRIPT)] + [str(a) for a in args], capture_output=True,
+                          text=True, check=False)
+
+
+def test_the_token_script_refuses_what_is_not_an_account_a_lifespan_or_a_key(tmp_path):
+    key, out, group = tmp_path / "key", tmp_path / "token", grp.getgrgid(os.getgid()).gr_name
+    key.write_bytes(b"k" * 64)
+    for args, rc, message in (((key, "-u", 3600, out, group), 2, "is not an account name"),
+                              ((key, "slurm;id", 3600, out, group), 2, "is not an account name"),
+                              ((key, "slurm", "1h", out, group), 2, "is not a number of seconds"),
+                              ((key, "slurm", 10 ** 6, out, group), 2, "is not a number of seconds"),
+                              ((key, "slurm", 3600), 2, "usage:"),
+                              ((tmp_path / "nokey", "slurm", 3600, out, group), 1, "No such file"),
+                              ((key, "slurm", 3600, out, "no-such-group-x"), 1, "no group 'no-such-group-x'")):
+        run = run_script(*args)
+        assert run.returncode == rc and message in run.stderr, (args, run.stderr)
+    key.write_bytes(b"short")
+    run = run_script(key, "slurm", 3600, out, group)
+    assert run.returncode == 1 and "shorter than 32 bytes" in run.stderr
+    assert not out.exists()
+
+
+def test_the_token_is_slurms_hs256_jwt_signed_with_the_key(tmp_path):
+    key, out, group = tmp_path / "key", tmp_path / "token", grp.getgrgid(os.getgid()).gr_name
+    key.write_bytes(b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01")
+    before = int(time.time())
+    run = run_script(key, "slurm", 3600, out, group)
+    assert run.returncode == 0, run.stderr
+    assert oct(out.stat().st_mode & 0o777) == "0o640" and out.read_text().endswith("\n")
+    header, claims, signature = out.read_text().strip().split(".")
+
+    def decode(part):
+        return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+
+    assert decode(header) == {"alg": "HS256", "typ": "JWT"}
+    body = decode(claims)
+    assert body["sun"] == "slurm" and body["exp"] - body["iat"] == 3600 and before <= body["iat"] <= time.time()
+    expected = hmac.new(key.read_bytes(), ("%s.%s" % (header, claims)).encode(), hashlib.sha256).digest()
+    assert base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4)) == expected
+    # another key does not sign it
+    assert hmac.new(b"x" * 64, ("%s.%s" % (header, claims)).encode(), hashlib.sha256).digest() != expected

@@ -43,7 +43,8 @@ def variables(release, **overrides):
         "slurm_accounting_host": "acct01", "slurm_topology_fabric": "extoll", "slurm_config_dir": "/etc/slurm",
         # as defaults/main.yml derives them from the release (msa.hpc.slurm_release_has)
         "slurm_topology_yaml": has_feature(release, "topology_yaml"),
-        "slurm_metrics": has_feature(release, "metrics_auth"), "slurm_metrics_users": ["prometheus"],
+        "slurm_metrics": has_feature(release, "metrics_auth"), "slurm_metrics_users": [],
+        "slurm_metrics_jwt_key": defaults["slurm_metrics_jwt_key"],
         "slurm_description": {
             "nodes": [{"name": "cm%02d" % i, "partition": "cm", "address": "10.0.1.%d" % i, "sockets": 2,
                        "cores_per_socket": 4, "threads_per_core": 1, "real_memory": 4000} for i in (1, 2)]
@@ -95,14 +96,17 @@ def test_25_x_drop_only_the_topology_plugin_line_slurm_ignores_beside_topology_y
     assert changes_from_24_11(release) == (["TopologyPlugin=topology/tree"], [])
 
 
-def test_26_05_turns_on_slurmctlds_metrics_behind_jwt_for_its_accounts():
+def test_26_05_turns_on_slurmctlds_metrics_behind_jwt_of_their_own_key():
     removed, added = changes_from_24_11("26.05")
     assert removed == ["TopologyPlugin=topology/tree"]
-    assert added == ["MetricsType=metrics/openmetrics", "MetricsAuthUsers=prometheus",
-                     "SlurmctldHttpAuthParameters=jwt_key=/etc/slurm/jwt_hs256.key"]
-    # without MetricsAuthUsers (or PrivateData) 26.05 answers /metrics to anyone: it must never be left out
-    text = render("26.05", slurm_metrics_users=["prometheus", "ops"])
-    assert "MetricsAuthUsers=prometheus,ops" in text.splitlines()
+    # MetricsAuthUsers switches authentication on (without it or PrivateData 26.05 answers /metrics to anyone):
+    # SlurmUser alone unless other accounts are named; the tokens are checked against a key of their own
+    assert added == ["MetricsType=metrics/openmetrics", "MetricsAuthUsers=slurm",
+                     "SlurmctldHttpAuthParameters=jwt_key=/etc/slurm/jwt_metrics.key"]
+    assert "SlurmctldHttpAuthParameters=jwt_key=/etc/slurm/jwt_hs256.key" not in render("26.05")
+    lines = render("26.05", slurm_metrics_users=["prometheus", "ops"], slurm_settings={"SlurmUser": "slurmadm"})
+    assert "MetricsAuthUsers=prometheus,ops" in lines.splitlines()
+    assert "MetricsAuthUsers=slurmadm" in render("26.05", slurm_settings={"SlurmUser": "slurmadm"}).splitlines()
 
 
 def test_metrics_switched_off_leave_26_05_without_them():
