@@ -196,6 +196,19 @@ def _pruned_tree(leaves, children, where, problems):
     return records[::-1]
 
 
+def _plain(value):
+    """Plain str, int, bool, list and dict copies: yaml.safe_dump refuses subclasses (Ansible's tagged strings)."""
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    return str(value)
+
+
 def build(groups, default=DEFAULT_TOPOLOGY):
     """``{"text": topology.yaml, "partitions": {partition: topology name}}`` for ``groups``.
 
@@ -250,5 +263,5 @@ def build(groups, default=DEFAULT_TOPOLOGY):
     entries.insert(0, {"topology": default, "cluster_default": True, "flat": True})
     if yaml is None:
         raise TopologyError(["PyYAML is not installed: it writes topology.yaml (pip install pyyaml)"])
-    text = yaml.safe_dump(entries, sort_keys=False, default_flow_style=False, explicit_start=True)
-    return {"text": text, "partitions": dict(sorted(partitions.items()))}
+    text = yaml.safe_dump(_plain(entries), sort_keys=False, default_flow_style=False, explicit_start=True)
+    return {"text": text, "partitions": _plain(dict(sorted(partitions.items())))}

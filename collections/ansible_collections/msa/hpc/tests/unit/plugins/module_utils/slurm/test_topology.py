@@ -163,3 +163,13 @@ def test_release_features_switch_on_where_slurm_has_them():
         R.has_feature("23.11", "topology_yaml")
     with pytest.raises(ValueError, match=r"feature 'torus' is not one of metrics_auth, topology_yaml"):
         R.has_feature("26.05", "torus")
+
+
+def test_names_of_str_subclasses_as_ansible_hands_them_are_written_as_plain_yaml():
+    class Tagged(str):
+        """Ansible 2.19 hands inventory strings over as str subclasses, which yaml.safe_dump cannot represent."""
+
+    result = T.build([block(Tagged("esb"), {Tagged("esb01"): (0, 0), Tagged("esb02"): (1, 0)}, 2,
+                            parts=[Tagged("esb")])])
+    assert "!!" not in result["text"] and entries(result)["esb"]["block"]["blocks"][0]["nodes"] == "esb[01-02]"
+    assert type(list(result["partitions"])[0]) is str
