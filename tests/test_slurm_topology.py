@@ -4,6 +4,8 @@ Topology= in nodes.conf, and the InfiniBand switches a system description may gi
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
 
 import pytest
 import yaml
@@ -11,7 +13,7 @@ import yaml
 from ansible_collections.msa.hpc.plugins.module_utils import _hostlist as HL
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import render as render_conf
 from ansible_collections.msa.hpc.plugins.module_utils._system import SystemError_, expand
-from tests.helpers import BUNDLE, render
+from tests.helpers import BIN, BUNDLE, render
 
 PARTITIONS = "{'cm': {'module': 'cm'}, 'esb': {'module': 'esb'}, 'dam': {'module': 'dam'}}"
 EXPRESSION = (PARTITIONS + " | msa.hpc.slurm_topology(msa_modules, msa_fabrics, groups, hostvars, "
@@ -67,3 +69,44 @@ def test_a_system_description_may_give_infiniband_switches_and_nothing_else_may(
     wrong["fabrics"]["mgmt"]["switches"] = {"sw": {"nodes": "mgmt01"}}
     with pytest.raises(SystemError_, match=r"fabrics.mgmt.switches: only an infiniband fabric has switches"):
         expand(wrong)
+
+
+ROLE = BUNDLE / "collections/ansible_collections/msa/hpc/roles/slurm"
+RENDER_PLAY = """
+- hosts: localhost
+  gather_facts: false
+  vars_files: [%s]
+  tasks:
+    - ansible.builtin.copy:
+        dest: "%s/{{ item }}"
+        content: "{{ lookup('ansible.builtin.template', '%s/templates/' ~ item ~ '.j2') }}"
+        mode: "0644"
+      loop: [topology.yaml, nodes.conf, slurm.conf]
+"""
+
+
+@pytest.mark.parametrize("release", ["24.11", "26.05"])
+def test_the_roles_templates_render_through_ansible_for_each_release(tmp_path, release):
+    """Through ansible-playbook (Ansible hands inventory strings over as tagged str subclasses, which
+    yaml.safe_dump once refused), the role's defaults at play level and mini's inventory."""
+    play = tmp_path / "render.yml"
+    play.write_text(RENDER_PLAY % (ROLE / "defaults/main.yml", tmp_path, ROLE))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(BUNDLE / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    run = subprocess.run([str(BIN / "ansible-playbook"), "-i", "common.yml", "-i", "inventories/systems/mini",
+                          "-i", "inventories/sites/example", str(play), "-e", "slurm_release=" + release,
+                          "-e", "msa_state_dir=" + str(tmp_path), "-e", "slurm_topology_block_size=2"],
+                         capture_output=True, text=True, env=env, cwd=BUNDLE, check=False)
+    assert run.returncode == 0, run.stdout[-2000:]
+    nodes, conf = (tmp_path / "nodes.conf").read_text(), (tmp_path / "slurm.conf").read_text()
+    partitions = [line for line in nodes.splitlines() if line.startswith("PartitionName=")]
+    if release == "24.11":
+        # (configure.yml writes no topology.yaml there: topology.conf and TopologyPlugin as before)
+        assert "TopologyPlugin=topology/tree" in conf.splitlines() and "Metrics" not in conf
+        assert partitions and not [line for line in partitions if "Topology=" in line]
+        return
+    topologies = {t["topology"]: t for t in yaml.safe_load((tmp_path / "topology.yaml").read_text())}
+    assert [b["nodes"] for b in topologies["esb"]["block"]["blocks"]] == ["esb[01-02]", "esb[03-04]"]
+    assert sorted(line.split()[0] + " " + next(w for w in line.split() if w.startswith("Topology="))
+                  for line in partitions) == ["PartitionName=cm Topology=cm", "PartitionName=dam Topology=dam",
+                                              "PartitionName=esb Topology=esb"]
+    assert "TopologyPlugin" not in conf and "MetricsType=metrics/openmetrics" in conf.splitlines()

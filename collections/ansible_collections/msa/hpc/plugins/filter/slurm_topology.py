@@ -63,6 +63,8 @@ def topology_groups(partitions, modules, fabrics, groups, hostvars, slurm_nodes,
 def slurm_topology(partitions, modules, fabrics, groups, hostvars, slurm_nodes, block_size=4):
     """``{"text": topology.yaml, "partitions": {partition: topology}}`` for the system (see topology_groups)."""
     try:
+        # -e and inventories hand numbers over as text: the builder itself takes integers only
+        block_size = int(block_size) if isinstance(block_size, str) and block_size.strip().isdigit() else block_size
         return T.build(topology_groups(partitions, modules, fabrics, groups, hostvars, slurm_nodes,
                                        block_size))
     except T.TopologyError as exc:
