@@ -172,4 +172,4 @@ def test_names_of_str_subclasses_as_ansible_hands_them_are_written_as_plain_yaml
     result = T.build([block(Tagged("esb"), {Tagged("esb01"): (0, 0), Tagged("esb02"): (1, 0)}, 2,
                             parts=[Tagged("esb")])])
     assert "!!" not in result["text"] and entries(result)["esb"]["block"]["blocks"][0]["nodes"] == "esb[01-02]"
-    assert type(list(result["partitions"])[0]) is str
+    assert list(result["partitions"])[0].__class__ is str   # not a subclass
