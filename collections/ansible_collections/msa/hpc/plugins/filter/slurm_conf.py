@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 """Filters msa.hpc.slurm_nodes_conf, slurm_conf_problems, slurm_node_records, slurm_controllers and
-slurm_conf_server for the slurm.conf templates, and slurm_api_version for slurmrestd's clients."""
+slurm_conf_server for the slurm.conf templates, slurm_api_version for slurmrestd's clients and slurm_release_has for
+what a release gives (RELEASE_FEATURES)."""
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.msa.hpc.plugins.module_utils._slurm_conf import (
     SlurmConfError, conf_server, controllers, node_records, problems, render)
-from ansible_collections.msa.hpc.plugins.module_utils.slurm.releases import ReleaseError, api_version
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.releases import ReleaseError, api_version, has_feature
 
 
 def slurm_nodes_conf(data):
@@ -54,10 +55,19 @@ def slurm_api_version(release):
         raise AnsibleFilterError("msa.hpc.slurm_api_version: %s" % exc)
 
 
+def slurm_release_has(release, feature):
+    """Whether Slurm ``release`` has ``feature`` (topology_yaml, metrics_auth: releases.RELEASE_FEATURES)."""
+    try:
+        return has_feature(release, feature, "slurm_release")
+    except ValueError as exc:
+        raise AnsibleFilterError("msa.hpc.slurm_release_has: %s" % exc)
+
+
 class FilterModule:
     """slurm.conf model filters."""
 
     def filters(self):
         return {"slurm_nodes_conf": slurm_nodes_conf, "slurm_conf_problems": slurm_conf_problems,
                 "slurm_node_records": slurm_node_records, "slurm_controllers": slurm_controllers,
-                "slurm_conf_server": slurm_conf_server, "slurm_api_version": slurm_api_version}
+                "slurm_conf_server": slurm_conf_server, "slurm_api_version": slurm_api_version,
+                "slurm_release_has": slurm_release_has}

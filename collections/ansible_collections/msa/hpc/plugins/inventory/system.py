@@ -45,6 +45,9 @@ options:
       - An C(extoll) fabric may add C(topology), either C({type, dims, routing}) (a generated Mesh, Torus or
         Hypercube over the fabric's nodes in the order of their EXTOLL addresses) or C({file}) (a C(.td) file
         whose inventory lists the nodes' GUIDs); the C(msa.hpc.extoll_td) filter turns it into the C(.td) text.
+      - An C(infiniband) fabric may add C(switches), switch name to C({nodes}) (a leaf, a hostlist) or C({switches})
+        (the switches under it), for the tree topology of the fabric's modules in Slurm 25.05 and later
+        (C(msa.hpc.slurm_topology)); without it, one switch per module.
     type: dict
     required: true
   modules:

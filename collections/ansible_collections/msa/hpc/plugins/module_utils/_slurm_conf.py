@@ -306,6 +306,14 @@ def normalise(data):
             if number is not None:
                 licenses[key] = number
     licenses = {k: v for k, v in licenses.items() if v}
+    for key, value in sorted((data.get("topologies") or {}).items()):
+        # Slurm 25.05+: the partition's topology of topology.yaml (msa.hpc.slurm_topology)
+        if key not in parts:
+            problems.append("topologies.%s: no such partition" % key)
+        elif not isinstance(value, str) or not _PARTITION_NAME.match(value):
+            problems.append("topologies.%s: %r is not a topology name" % (key, value))
+        else:
+            parts[key]["topology"] = value
     return nodes, parts, licenses, problems
 
 
@@ -335,7 +343,8 @@ def render(data):
     ``data``: ``nodes`` (list of ``name, address, partition|partitions|module, sockets, cores_per_socket,
     threads_per_core, real_memory (or memory_mb), gres, gres_files, features``), ``partitions`` (name →
     ``module, default, default_time, max_time, options``), ``licenses`` (``gateway: N, nam: <size>, gce: N``, …)
-    and ``overrides`` (``nodes: {name: {Key: value}}``, ``partitions: {name: {Key: value}}``).
+    ``overrides`` (``nodes: {name: {Key: value}}``, ``partitions: {name: {Key: value}}``) and, for Slurm 25.05 on,
+    ``topologies`` (partition → its topology of topology.yaml: ``Topology=``).
     Returns ``node_lines, partition_lines, licenses_line, gres_lines, gres_types, licenses``; raises
     SlurmConfError listing every problem.
     """
@@ -366,6 +375,8 @@ def render(data):
         line += " MaxTime=%s" % format_time(part.get("max_time"))
         explicit = {o.split("=", 1)[0] for o in part["options"]}
         line += "".join(" " + o for o in part["options"])
+        if part.get("topology") and "Topology" not in explicit:
+            line += " Topology=%s" % part["topology"]
         if "State" not in explicit:
             line += " State=UP"
         partition_lines.append(line)

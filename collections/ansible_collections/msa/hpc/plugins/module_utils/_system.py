@@ -73,6 +73,13 @@ def expand(description):
                 problems.append("%s.topology: %r is not a mapping (type/dims/routing or file)" % (where, fab["topology"]))
             else:
                 fabrics[name]["topology"] = dict(fab["topology"])
+        if "switches" in fab:
+            # the InfiniBand switches (name → {nodes} or {switches}); msa.hpc.slurm_topology checks their content
+            if fab.get("kind") != "infiniband" or not isinstance(fab["switches"], dict):
+                problems.append("%s.switches: only an infiniband fabric has switches, as a mapping (kind %r, got %r)"
+                                % (where, fab.get("kind"), fab["switches"]))
+            else:
+                fabrics[name]["switches"] = dict(fab["switches"])
     if not fabrics:
         problems.append("fabrics: at least one fabric is needed")
     mgmt = description.get("management_fabric", "mgmt")

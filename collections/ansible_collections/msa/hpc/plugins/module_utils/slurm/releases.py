@@ -25,6 +25,14 @@ DEFAULT = "24.11"
 API_VERSIONS = {"22.05": "v0.0.38", "24.11": "v0.0.42", "25.05": "v0.0.42", "25.11": "v0.0.42", "26.05": "v0.0.42"}
 # The order a client tries them in when it does not know the release (newest first; a 404 means "not served").
 API_PROBE_ORDER = ("v0.0.42", "v0.0.38")
+# What a newer release gives an MSA, by the first supported release that has it (docs/slurm_releases.md
+# "Release-gated features"; sources there):
+# - topology_yaml: topology.yaml with one topology per partition (PartitionName ... Topology=), 25.05; slurmctld
+#   sends topology.yaml to a configless slurmd from 25.05.2 (src/common/fetch_config.c).
+# - metrics_auth: slurmctld's OpenMetrics endpoint (MetricsType=metrics/openmetrics, /metrics/* on SlurmctldPort)
+#   behind JWT authentication (MetricsAuthUsers, SlurmctldHttpAuthParameters), 26.05. 25.11 serves the endpoint
+#   to anyone who reaches the port, so the collection does not switch it on there.
+RELEASE_FEATURES = {"topology_yaml": "25.05", "metrics_auth": "26.05"}
 _VERSION = re.compile(r"^(?:\d+:)?(\d{2}\.\d{2})(?:\.\d+(?:[-+~][0-9A-Za-z.+~-]*)?)?$")
 
 
@@ -55,3 +63,17 @@ def check_supported(version, field="version", target=False):
 def api_version(version, field="slurm release"):
     """The slurmrestd API / data_parser version the collection speaks to Slurm ``version``."""
     return API_VERSIONS[check_supported(version, field)]
+
+
+def has_feature(version, feature, field="slurm_release"):
+    """Whether Slurm ``version`` (a supported release) has ``feature`` of RELEASE_FEATURES; ReleaseError naming the
+    field and value for an unsupported release, ValueError naming the feature for an unknown one."""
+    if feature not in RELEASE_FEATURES:
+        raise ValueError("feature %r is not one of %s" % (feature, ", ".join(sorted(RELEASE_FEATURES))))
+    release = check_supported(version, field)
+    return SUPPORTED.index(release) >= SUPPORTED.index(RELEASE_FEATURES[feature])
+
+
+def features(version, field="slurm_release"):
+    """The RELEASE_FEATURES Slurm ``version`` has, sorted."""
+    return sorted(f for f in RELEASE_FEATURES if has_feature(version, f, field))
