@@ -4,7 +4,8 @@
 # rehearsal 24.11 -> 26.05 (docs/slurm_releases.md, "Slurm 26.05 on trixie"). From nothing: the node image
 # (scripts/setup.sh), forky's Slurm packages into the local repository .cache/slurm-26.05
 # (image/slurm_next_repo.sh, in a throw-away container of the node image), then image/Containerfile.slurm-26.05.
-# Each step is skipped when its inputs did not change. Not part of make test.
+# Each step is skipped when its inputs did not change. Not part of make test. Arguments go to podman build
+# (e.g. --no-cache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -41,7 +42,7 @@ sum=$(cat image/Containerfile.slurm-26.05 "$REPO/Packages" "$SPANK"/spank_msa.c 
 if [ "$(podman image inspect -f '{{ index .Labels "msa.hpc.containerfile" }}' "$IMAGE" 2>/dev/null)" != "$sum" ]; then
   podman build -q --label "msa.hpc.containerfile=$sum" --build-arg SLURMREPO_SUM="$pkgs_sum" \
     --build-context slurmrepo="$REPO" --build-context spanksrc="$SPANK" \
-    -t "$IMAGE" -f image/Containerfile.slurm-26.05 image >/dev/null
+    -t "$IMAGE" -f image/Containerfile.slurm-26.05 "$@" image >/dev/null
 else
   echo "unchanged"
 fi
