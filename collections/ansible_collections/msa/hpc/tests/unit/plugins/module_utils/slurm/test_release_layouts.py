@@ -211,16 +211,21 @@ def test_a_node_state_of_another_kind_is_refused_naming_the_field():
         N.state({"name": "n1", "state": {"current": "IDLE"}})
 
 
+def commands_of(release, cluster):
+    """system_info's command runner, answering with the captures of ``release``."""
+    table = {("sinfo", "--json"): text("sinfo_%s.json" % release),
+             ("scontrol", "show", "nodes", "--json"): text("scontrol_show_node_%s.json" % release),
+             ("scontrol", "-o", "show", "partitions"): text("scontrol_show_partitions_%s.txt" % release),
+             ("scontrol", "-o", "show", "licenses"): text("scontrol_show_licenses_%s.txt" % release),
+             ("scontrol", "show", "config"): "ClusterName             = %s\n" % cluster}
+    return lambda argv: (0, table[tuple(argv)], "")
+
+
 def test_system_info_reads_24_11_over_rest_and_the_commands_alike():
     answers = {"/slurm/v0.0.42/%s" % k: fixture("rest_v0.0.42_%s_24.11.json" % k)
                for k in ("nodes", "partitions", "licenses")}
     over_rest = SI.from_rest(answers.get, api_version="v0.0.42")
-    table = {("sinfo", "--json"): text("sinfo_24.11.json"),
-             ("scontrol", "show", "nodes", "--json"): text("scontrol_show_node_24.11.json"),
-             ("scontrol", "-o", "show", "partitions"): text("scontrol_show_partitions_24.11.txt"),
-             ("scontrol", "-o", "show", "licenses"): text("scontrol_show_licenses_24.11.txt"),
-             ("scontrol", "show", "config"): "ClusterName             = h35\n"}
-    over_cli = SI.from_cli(lambda argv: (0, table[tuple(argv)], ""))
+    over_cli = SI.from_cli(commands_of("24.11", "h35"))
     assert SI.validate(over_rest) == [] and SI.validate(over_cli) == []
     assert over_rest["cluster"] == over_cli["cluster"] == "h35"
     (node,) = over_rest["nodes"]
@@ -238,12 +243,7 @@ def test_system_info_reads_24_11_over_rest_and_the_commands_alike():
 
 
 def test_system_info_reads_the_commands_of_26_05():
-    table = {("sinfo", "--json"): text("sinfo_26.05.json"),
-             ("scontrol", "show", "nodes", "--json"): text("scontrol_show_node_26.05.json"),
-             ("scontrol", "-o", "show", "partitions"): text("scontrol_show_partitions_26.05.txt"),
-             ("scontrol", "-o", "show", "licenses"): text("scontrol_show_licenses_26.05.txt"),
-             ("scontrol", "show", "config"): "ClusterName             = h26\n"}
-    info = SI.from_cli(lambda argv: (0, table[tuple(argv)], ""))
+    info = SI.from_cli(commands_of("26.05", "h26"))
     assert SI.validate(info) == [] and info["cluster"] == "h26"
     (node,) = info["nodes"]
     assert (node["name"], node["cpus"], node["memory_mb"], node["cpus_allocated"]) == ("n1", 2, 1000, 1)
