@@ -26,7 +26,10 @@ sim=$(apt-get install -s -q --no-install-recommends "${want[@]}")
 if grep -q '^Remv' <<<"$sim"; then
   grep '^Remv' <<<"$sim"; echo "slurm_next_repo: installing ${want[*]} would remove the packages above" >&2; exit 1
 fi
-mapfile -t forky < <(sed -n 's/^Inst \([^ ]*\) .*(\([^ ]*\) Debian:testing.*/\1=\2/p' <<<"$sim")
+# apt names a package's source by origin and archive ("Debian:testing" while forky is testing)
+archive=$(apt-cache policy | sed -n 's/.* o=Debian,a=\([^,]*\),n=forky,.*/\1/p' | head -1)
+[ -n "$archive" ] || { echo "slurm_next_repo: no forky archive in apt's sources" >&2; exit 1; }
+mapfile -t forky < <(sed -n "s/^Inst \([^ ]*\) .*(\([^ ]*\) Debian:$archive .*/\1=\2/p" <<<"$sim")
 for pv in "${forky[@]}"; do
   case ${pv%%=*} in
     libc6|libc-bin|libc-dev-bin|libc6-dev|systemd|systemd-sysv|libsystemd0|libsystemd-shared|libudev1|init-system-helpers)
