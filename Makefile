@@ -15,7 +15,7 @@ endif
 STAMP = printf '[%s] == %s\n' "$$(date +%H:%M:%S)"
 STEP = @$(STAMP)
 
-.PHONY: setup demo sim-up sim-down site image test unit lint molecule verify bench bench-system clean ee runner
+.PHONY: setup demo sim-up sim-down site image image-slurm-26.05 test unit lint molecule verify bench bench-system clean ee runner
 
 setup:            ## packages, host fixes, venv, node image (each skipped when already there)
 	bash scripts/setup.sh
@@ -35,6 +35,9 @@ site:             ## deploy the whole stack onto the (simulated or real) system
 image: setup      ## node images of the software sets (playbooks/image.yml, msa_image_build); nothing is built when none changed
 	$(STEP) "image.yml on $(SYSTEM) (site $(SITE))"
 	$(BIN)/ansible-playbook $(INVENTORY) playbooks/image.yml
+
+image-slurm-26.05: setup ## node image with Slurm 26.05 (forky's packages, local repository .cache/slurm-26.05); not part of make test
+	MSA_SLURM_NEXT_NO_SETUP=1 bash scripts/slurm_next.sh
 
 demo: sim-up site ## the README's first command: simulated system, full stack, a modular workflow
 	$(STEP) "demo workflow"

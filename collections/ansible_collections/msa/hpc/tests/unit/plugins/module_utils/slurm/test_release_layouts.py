@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Every reader of Slurm's JSON, fed the answers of 22.05 (data_parser v0.0.38) and of 24.11.5 (v0.0.42, captured
-from Debian 13's packages: squeue/scontrol/sinfo --json and slurmrestd), reads the same facts; a layout it does not
-know is refused naming the field."""
+"""Every reader of Slurm's JSON, fed the answers of 22.05 (data_parser v0.0.38), of 24.11.5 (v0.0.42, captured
+from Debian 13's packages: squeue/scontrol/sinfo --json and slurmrestd) and of 26.05.5 (v0.0.45, forky's packages on
+Debian 13: squeue/scontrol/sinfo/sacct --json), reads the same facts; a layout it does not know is refused naming
+the field."""
 from __future__ import annotations
 
 import copy
@@ -20,7 +21,8 @@ from ansible_collections.msa.hpc.plugins.module_utils.node import nam_hooks as N
 from ansible_collections.msa.hpc.plugins.module_utils.slurm import jobs as S
 from ansible_collections.msa.hpc.plugins.module_utils.slurm import nodes as N
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.model import validate
-from ansible_collections.msa.hpc.plugins.module_utils.slurm.records import TransportError, parse_squeue_json
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.records import (
+    TransportError, parse_sacct_json, parse_squeue_json)
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.render import plan
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.rest import RestTransport, SlurmRestError, job_properties
 
@@ -45,12 +47,17 @@ def proc(argv, out):
 # completed, 5 failed with exit 3, hetjob 6+7 pending (alice, uid 2001)
 STATES_24_11 = {1: "CANCELLED", 2: "CANCELLED", 3: "CANCELLED", 4: "COMPLETED", 5: "FAILED", 6: "PENDING",
                 7: "PENDING"}
+# the same jobs on the 26.05.5 test system (hetjob 6+7 held), and 8 running, 9 an srun that completed
+STATES_26_05 = {**STATES_24_11, 8: "RUNNING", 9: "COMPLETED"}
 
 
-@pytest.mark.parametrize("name", ["squeue_24.11_all_states.json", "scontrol_show_job_24.11.json"])
-def test_24_11_job_records_read_as_22_05_did(name):
+@pytest.mark.parametrize("name,states", [("squeue_24.11_all_states.json", STATES_24_11),
+                                         ("scontrol_show_job_24.11.json", STATES_24_11),
+                                         ("squeue_26.05_all_states.json", STATES_26_05),
+                                         ("scontrol_show_job_26.05.json", STATES_26_05)])
+def test_24_11_and_26_05_job_records_read_as_22_05_did(name, states):
     jobs = S.load_jobs(text(name), name)
-    assert {j["job_id"]: j["job_state"] for j in jobs} == STATES_24_11
+    assert {j["job_id"]: j["job_state"] for j in jobs} == states
     records = {int(r["job_id"]): r for r in map(S.record, jobs)}
     assert [records[i]["het_job_id"] for i in (1, 2, 3, 6, 7)] == [None, "2", "2", "6", "6"]
     assert [records[i]["het_job_offset"] for i in (2, 3, 6, 7)] == [0, 1, 0, 1]
@@ -78,6 +85,30 @@ def test_slurm_packjob_records_of_both_releases():
     assert over_rest == {1: "CANCELLED", 2: "PENDING", 3: "PENDING", 4: "PENDING", 5: "PENDING"}
     old = parse_squeue_json(text("squeue_22.05_hetjob.json"))
     assert old and all(r["state"] in ("RUNNING", "PENDING", "COMPLETED", "CANCELLED", "COMPLETING") for r in old)
+
+
+def test_slurm_packjob_records_of_26_05_and_its_accounting():
+    rec = {r["job_id"]: r for r in parse_squeue_json(text("squeue_26.05_all_states.json"))}
+    assert (rec[5]["state"], rec[5]["exit_code"], rec[5]["signal"]) == ("FAILED", 3, 0)
+    assert (rec[7]["het_job_id"], rec[7]["het_job_offset"], rec[7]["partition"]) == (6, 1, "esb")
+    assert (rec[8]["state"], rec[8]["het_job_id"]) == ("RUNNING", None)
+    # sacct on two nodes: hetjob 13+14 ran and completed, 15+16 runs across cm and esb, 8 was cancelled running
+    acct = {r["job_id"]: r for r in parse_sacct_json(text("sacct_26.05.json"))}
+    assert [(acct[i]["state"], acct[i]["het_job_id"], acct[i]["het_job_offset"]) for i in (13, 14, 15, 16)] == \
+        [("COMPLETED", 13, 0), ("COMPLETED", 13, 1), ("RUNNING", 15, 0), ("RUNNING", 15, 1)]
+    assert (acct[8]["state"], acct[8]["signal"], acct[5]["exit_code"]) == ("CANCELLED", 15, 3)
+    # a hetjob cancelled before it ever ran has no het record in the database (het.job_id 0, offset unset)
+    assert (acct[2]["state"], acct[2]["het_job_id"], acct[3]["het_job_offset"]) == ("CANCELLED", None, None)
+    assert NH.live_jobs(run=lambda argv, **kw: proc(argv, text("squeue_26.05_hetjob_running.json"))) == \
+        ["6", "7", "15", "16"]
+    assert [r["job_id"] for r in S.parse_jobs(text("squeue_26.05_hetjob_running.json"), 16)] == ["15", "16"]
+
+
+@pytest.mark.parametrize("name", ["squeue_26.05_all_states.json", "scontrol_show_job_26.05.json", "sacct_26.05.json",
+                                  "sinfo_26.05.json", "scontrol_show_node_26.05.json"])
+def test_26_05_prints_data_parser_v0_0_45_by_default(name):
+    meta = fixture(name)["meta"]
+    assert (meta["plugin"]["data_parser"], meta["slurm"]["release"]) == ("data_parser/v0.0.45", "26.05.5")
 
 
 def test_a_state_flag_names_the_job_as_22_05_did():
@@ -146,6 +177,14 @@ def test_sinfo_of_24_11_groups_nodes_and_each_node_reads_alone():
     assert N.state(alone) == ("idle", ["PLANNED"]) and alone["cpus"] == 2   # captured after job 1 ended
 
 
+def test_sinfo_of_26_05_and_its_node_record_read_alike():
+    (n1,) = N.load_nodes(text("sinfo_26.05.json"))
+    assert (n1["name"], n1["partitions"], n1["reason"], N.state(n1)) == ("n1", ["cm", "esb"], "", ("mixed", []))
+    (alone,) = N.load_nodes(text("scontrol_show_node_26.05.json"), "scontrol show nodes --json")
+    assert N.state(alone) == ("mixed", []) and alone["cpus"] == 2   # the FUTURE nodes c[2-8] are not listed
+    assert H.node_state("n1", lambda argv: proc(argv, text("sinfo_26.05.json"))) == ("MIXED", "")
+
+
 def test_the_health_check_reads_the_node_state_of_both_releases():
     old = json.dumps({"nodes": [{"name": "cm01", "state": "idle", "state_flags": ["DRAIN"], "reason": "msa: x"}]})
     assert H.node_state("cm01", lambda argv: proc(argv, old)) == ("IDLE+DRAIN", "msa: x")
@@ -172,16 +211,21 @@ def test_a_node_state_of_another_kind_is_refused_naming_the_field():
         N.state({"name": "n1", "state": {"current": "IDLE"}})
 
 
+def commands_of(release, cluster):
+    """system_info's command runner, answering with the captures of ``release``."""
+    table = {("sinfo", "--json"): text("sinfo_%s.json" % release),
+             ("scontrol", "show", "nodes", "--json"): text("scontrol_show_node_%s.json" % release),
+             ("scontrol", "-o", "show", "partitions"): text("scontrol_show_partitions_%s.txt" % release),
+             ("scontrol", "-o", "show", "licenses"): text("scontrol_show_licenses_%s.txt" % release),
+             ("scontrol", "show", "config"): "ClusterName             = %s\n" % cluster}
+    return lambda argv: (0, table[tuple(argv)], "")
+
+
 def test_system_info_reads_24_11_over_rest_and_the_commands_alike():
     answers = {"/slurm/v0.0.42/%s" % k: fixture("rest_v0.0.42_%s_24.11.json" % k)
                for k in ("nodes", "partitions", "licenses")}
     over_rest = SI.from_rest(answers.get, api_version="v0.0.42")
-    table = {("sinfo", "--json"): text("sinfo_24.11.json"),
-             ("scontrol", "show", "nodes", "--json"): text("scontrol_show_node_24.11.json"),
-             ("scontrol", "-o", "show", "partitions"): text("scontrol_show_partitions_24.11.txt"),
-             ("scontrol", "-o", "show", "licenses"): text("scontrol_show_licenses_24.11.txt"),
-             ("scontrol", "show", "config"): "ClusterName             = h35\n"}
-    over_cli = SI.from_cli(lambda argv: (0, table[tuple(argv)], ""))
+    over_cli = SI.from_cli(commands_of("24.11", "h35"))
     assert SI.validate(over_rest) == [] and SI.validate(over_cli) == []
     assert over_rest["cluster"] == over_cli["cluster"] == "h35"
     (node,) = over_rest["nodes"]
@@ -196,6 +240,17 @@ def test_system_info_reads_24_11_over_rest_and_the_commands_alike():
         assert over_cli[key] == over_rest[key], key
     assert [dict(n, cpus_allocated=0, memory_allocated_mb=0) for n in over_cli["nodes"]] == \
         [dict(n, cpus_allocated=0, memory_allocated_mb=0) for n in over_rest["nodes"]]
+
+
+def test_system_info_reads_the_commands_of_26_05():
+    info = SI.from_cli(commands_of("26.05", "h26"))
+    assert SI.validate(info) == [] and info["cluster"] == "h26"
+    (node,) = info["nodes"]
+    assert (node["name"], node["cpus"], node["memory_mb"], node["cpus_allocated"]) == ("n1", 2, 1000, 1)
+    # 26.05 prints Topology=<name> and Exclusive= in each partition line; the partitions still list n1 only
+    assert [(p["name"], p["default"], p["max_time_minutes"], p["nodes"]) for p in info["partitions"]] == \
+        [("cm", True, 60, ["n1"]), ("esb", False, None, ["n1"])]
+    assert info["resources"]["gateways"] == {"total": 4, "used": 0, "free": 4}
 
 
 # --- slurmrestd: the API version of the release ---------------------------------------------------------------------
