@@ -143,6 +143,22 @@ def _generic(payload):
     return all(isinstance(e, dict) and e.get("error_number", e.get("errno")) in (None, -1, 0) for e in errors)
 
 
+# SLURM_PROTOCOL_AUTHENTICATION_ERROR (slurm_errno.h): slurmctld could not verify the request's credential.
+AUTHENTICATION_ERROR = 1007
+
+
+def refused_credentials(status, payload):
+    """Whether an error answer of slurmrestd means the token was refused (wrong, expired, or minted for another user
+    than X-SLURM-USER-NAME). 22.05 answers that with a 500 whose only errors are Slurm's generic -1 ("Unspecified
+    error", "Failed while looking for jobs"); 24.11 with 511 and error 1007 ("Protocol authentication error",
+    measured on mini); 401 and 403 are plain HTTP's. A request Slurm refused on its merits carries another error."""
+    if status in (401, 403, 511) or (status == 500 and _generic(payload)):
+        return True
+    errors = payload.get("errors") if isinstance(payload, dict) else None
+    return any(isinstance(e, dict) and e.get("error_number", e.get("errno")) == AUTHENTICATION_ERROR
+               for e in errors or [])
+
+
 class RestTransport:
     """Slurm through slurmrestd: submit, jobs, history, cancel, as cli.CliTransport offers them (no estimate:
     slurmrestd has no test-only submission).
@@ -197,10 +213,7 @@ class RestTransport:
         if status is None:
             return SlurmRestError(self._scrub("slurmrestd is unreachable at %s (rest_url): %s" % (self.url, exc)),
                                   kind="unreachable")
-        if status in (401, 403) or (status == 500 and _generic(exc.body)):
-            # slurmrestd 22.05 answers a token slurmctld cannot verify (wrong, expired, or minted for another user
-            # than X-SLURM-USER-NAME) with a 500 whose only errors are Slurm's generic -1 ("Unspecified error",
-            # "Failed while looking for jobs"); a request Slurm refused on its merits carries a real error number.
+        if refused_credentials(status, exc.body):
             return SlurmRestError(
                 "slurmrestd at %s refused the credentials of user %r (HTTP %s): the token (rest_token) is wrong or "
                 "expired, or was not minted for this user (rest_user); get a new one with `scontrol token "

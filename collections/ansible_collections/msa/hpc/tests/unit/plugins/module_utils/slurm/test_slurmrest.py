@@ -16,7 +16,8 @@ from ansible_collections.msa.hpc.plugins.module_utils.slurm.model import validat
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.records import (
     TransportError, parse_sacct_json, parse_squeue_json)
 from ansible_collections.msa.hpc.plugins.module_utils.slurm.render import fill_leader, plan
-from ansible_collections.msa.hpc.plugins.module_utils.slurm.rest import RestTransport, SlurmRestError, submission
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.rest import (
+    RestTransport, SlurmRestError, refused_credentials, submission)
 
 FIXTURES = pathlib.Path(__file__).parent.parent / "fixtures" / "slurm"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.alice-secret-part.signature"
@@ -243,3 +244,20 @@ def test_a_client_with_narrow_retry_statuses_does_not_repeat_a_500(slurmrestd):
     with pytest.raises(Exception):
         client.get("/slurm/v0.0.38/jobs")
     assert sleeps == [] and len(FakeSlurmrestd.requests) == 1
+
+
+# what slurmrestd answered on mini for a token slurmctld could not verify (24.11.5, GET /slurm/v0.0.42/jobs)
+REFUSED_24_11 = {"errors": [{"description": "Unable to query jobs", "error_number": 1007,
+                             "error": "Protocol authentication error", "source": "slurm_load_jobs"}], "jobs": []}
+
+
+@pytest.mark.parametrize("status,payload,refused", [
+    (511, REFUSED_24_11, True),
+    (500, REFUSED_24_11, True),
+    (500, {"errors": [{"error_number": -1, "error": "Unspecified error"}]}, True),
+    (401, None, True),
+    (500, {"errors": [{"error_number": 2000, "error": "Invalid partition name specified"}]}, False),
+    (400, {"errors": [{"error_number": 9001, "error": "Unable to parse"}]}, False),
+], ids=["24.11-511", "1007-in-a-500", "22.05-generic-500", "401", "bad-partition", "bad-request"])
+def test_a_refused_credential_is_told_from_a_refused_request(status, payload, refused):
+    assert refused_credentials(status, payload) is refused
