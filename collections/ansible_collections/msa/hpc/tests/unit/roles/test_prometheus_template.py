@@ -53,6 +53,9 @@ def test_26_05_scrapes_each_slurmctld_endpoint_with_the_jwt_and_no_redirect():
         assert job["scheme"] == "http" and job["follow_redirects"] is False
         assert job["authorization"] == {"type": "Bearer", "credentials_file": "/etc/prometheus/slurmctld.token"}
         assert [t["targets"] for t in job["static_configs"]] == [["10.0.0.1:6817"], ["10.0.0.2:6817"]]
+        # Slurm's per-node series carry node="esb01": a target label node would push theirs to exported_node
+        # (measured with 26.05.5), so the controller is named in a label of its own
+        assert [t["labels"] for t in job["static_configs"]] == [{"controller": "mgmt01"}, {"controller": "mgmt02"}]
     # the unbounded per-user endpoint is not scraped unless asked
     assert "slurmctld_jobs_users_accts" not in jobs
     wider = yaml.safe_load(render(prometheus_slurmctld_hosts=["mgmt01"],
