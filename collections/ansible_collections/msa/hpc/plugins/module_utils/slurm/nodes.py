@@ -73,3 +73,26 @@ def state(node):
 def find(nodes, name):
     """The record of node ``name``, or None."""
     return next((n for n in nodes if n.get("name") == name), None)
+
+
+def _number(value):
+    """A plain number, from 22.05's integer or the ``{"set", "infinite", "number"}`` object of 23.02 on; None when
+    unset."""
+    if isinstance(value, dict):
+        return value.get("number") if value.get("set", True) and not value.get("infinite") else None
+    return value
+
+
+def records(text, what="scontrol show nodes --json"):
+    """Every node of the answer in one form, whatever the release: ``{name, state, flags, reason, boot_time,
+    gres, partitions}`` - the base state lower case (``idle``), the flags upper case (``["DRAIN"]``), the reason as
+    text (empty when none), boot_time in seconds since the epoch (None when the answer has none: sinfo's groups)."""
+    out = []
+    for node in load_nodes(text, what):
+        base, flags = state(node)
+        reason = node.get("reason")
+        reason = reason.get("description") if isinstance(reason, dict) else reason
+        out.append({"name": node.get("name"), "state": base, "flags": flags, "reason": reason or "",
+                    "boot_time": _number(node.get("boot_time")), "gres": node.get("gres") or "",
+                    "partitions": list(node.get("partitions") or [])})
+    return out
