@@ -52,8 +52,9 @@ options:
     default: 1
   slurm_nodes:
     description:
-      - The C(nodes) of C(sinfo --json) (C(name), C(partitions)); every stale node must be among them, and their
-        partitions bound the waves. Omitted, the waves are bounded by O(wave_size) alone.
+      - Node records with C(name) and C(partitions) (C(scontrol show nodes --json) through the filter
+        msa.hpc.slurm_nodes); every stale node must be among them, and their partitions bound the waves. Omitted,
+        the waves are bounded by O(wave_size) alone.
     type: list
     elements: dict
   whole_partition:
