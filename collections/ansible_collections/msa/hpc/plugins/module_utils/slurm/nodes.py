@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 
+from ansible_collections.msa.hpc.plugins.module_utils.slurm.jobs import number
+
 
 class NodeRecordError(ValueError):
     """The answer holds no node list; the message names the command and what it held."""
@@ -75,14 +77,6 @@ def find(nodes, name):
     return next((n for n in nodes if n.get("name") == name), None)
 
 
-def _number(value):
-    """A plain number, from 22.05's integer or the ``{"set", "infinite", "number"}`` object of 23.02 on; None when
-    unset."""
-    if isinstance(value, dict):
-        return value.get("number") if value.get("set", True) and not value.get("infinite") else None
-    return value
-
-
 def records(text, what="scontrol show nodes --json"):
     """Every node of the answer in one form, whatever the release: ``{name, state, flags, reason, boot_time,
     gres, partitions}`` - the base state lower case (``idle``), the flags upper case (``["DRAIN"]``), the reason as
@@ -93,6 +87,6 @@ def records(text, what="scontrol show nodes --json"):
         reason = node.get("reason")
         reason = reason.get("description") if isinstance(reason, dict) else reason
         out.append({"name": node.get("name"), "state": base, "flags": flags, "reason": reason or "",
-                    "boot_time": _number(node.get("boot_time")), "gres": node.get("gres") or "",
+                    "boot_time": number(node.get("boot_time")), "gres": node.get("gres") or "",
                     "partitions": list(node.get("partitions") or [])})
     return out
