@@ -215,3 +215,93 @@ def test_volumes_skip_the_root_directory_and_missing_paths_and_list_each_once():
     paths = mc.volumes(conf, home="/tmp", cwd="/", exists=lambda p: p != "/dev/nosuch")
     assert "/" not in paths and "/dev/nosuch" not in paths
     assert paths.count("/dev/null") == 1 and paths.count("/tmp") == 1 and "/tmp:/scratch" in paths
+
+
+class _Store:
+    """The site's image store in small: a directory served over https with one Basic account."""
+
+    def __init__(self, directory, pair, account="images:secret"):
+        import base64
+        import functools
+        import http.server
+        import threading
+
+        want = "Basic " + base64.b64encode(account.encode()).decode()
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                if self.headers.get("Authorization") != want:
+                    self.send_error(401)
+                    return
+                super().do_GET()
+
+            def log_message(self, *_args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                                      functools.partial(Handler, directory=str(directory)))
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(pair["cert"], pair["key"])
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.url = "https://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def store(node):
+    """The store with two images and a stray file in its index, and the node set up to sync from it."""
+    directory = node["tmp"] / "store"
+    directory.mkdir()
+    sums = []
+    for name, content in (("demo_1.tar.gz", b"demo rootfs"), ("tools_2.0.tar", b"tools rootfs"),
+                          ("README", b"not an image")):
+        (directory / name).write_bytes(content)
+        sums.append("%s  %s" % (hashlib.sha256(content).hexdigest(), name))
+    (directory / "SHA256SUMS").write_text("\n".join(sums + ["garbage line"]) + "\n")
+    ca, pair = make_tls(str(node["tmp"]))
+    account = node["tmp"] / "account"
+    account.write_text("images:secret\n")
+    served = _Store(directory, pair)
+    _configure(node, store_ca=ca, store_credentials=str(account), store_url=served.url)
+    yield {"dir": directory, "url": served.url, "account": account}
+    served.close()
+
+
+def test_sync_imports_the_stores_images_once_and_says_what_it_did(node, store):
+    proc = _wrapper(node, "--sync", "--dry-run")
+    assert json.loads(proc.stdout) == {"demo:1": "would import", "tools:2.0": "would import"}, proc.stderr
+    assert _calls(node) == []
+    proc = _wrapper(node, "--sync")
+    assert json.loads(proc.stdout) == {"demo:1": "imported", "tools:2.0": "imported"}, proc.stderr
+    assert json.loads(_wrapper(node, "--sync").stdout) == {"demo:1": "unchanged", "tools:2.0": "unchanged"}
+    assert [c[0] for c in _calls(node)] == ["import", "import"]
+
+
+def test_sync_imports_only_the_images_asked_for(node, store):
+    _configure(node, store_images=["tools:2.0"])
+    assert json.loads(_wrapper(node, "--sync").stdout) == {"tools:2.0": "imported"}
+    _configure(node, store_images="some")
+    proc = _wrapper(node, "--sync")
+    assert proc.returncode == mc.EXIT_WRAPPER and "store_images: 'some' is neither" in proc.stderr
+
+
+def test_sync_with_a_wrong_account_or_no_store_fails_naming_why_and_imports_nothing(node, store):
+    store["account"].write_text("images:guess\n")
+    proc = _wrapper(node, "--sync")
+    assert proc.returncode == mc.EXIT_WRAPPER and "/SHA256SUMS: the image store answered HTTP 401" in proc.stderr
+    _configure(node, store_url="")
+    proc = _wrapper(node, "--sync")
+    assert proc.returncode == mc.EXIT_WRAPPER and "store_url is not set" in proc.stderr
+    assert _calls(node) == []
+
+
+def test_a_tarball_the_index_does_not_match_stops_the_sync_naming_the_image(node, store):
+    (store["dir"] / "tools_2.0.tar").write_bytes(b"tampered")
+    proc = _wrapper(node, "--sync")
+    assert proc.returncode == mc.EXIT_WRAPPER
+    assert "tools:2.0: " in proc.stderr and "the store lists" in proc.stderr and '"demo:1": "imported"' in proc.stderr

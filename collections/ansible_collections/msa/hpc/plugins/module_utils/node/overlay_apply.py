@@ -177,11 +177,11 @@ def check_parents(path, roots=O.ROOTS):
             raise O.OverlayError("%s: %s is %s, not a directory" % (path, current, kind))
 
 
-def systemctl(units, daemon_reload, no_block=False, run=subprocess.run):
-    """Restart the running ones of ``units`` (a unit not running starts later with its new files); returns the
-    units systemd does not know (not installed on this node), which are left out. ``no_block`` only queues the
-    restarts: at boot the units are ordered after this program's own unit, and waiting for them from inside it
-    would wait for ever."""
+def systemctl(units, daemon_reload, no_block=False, run=subprocess.run, action="try-restart"):
+    """Restart the running ones of ``units`` (a unit not running starts later with its new files), or with
+    ``action`` ``start`` start those not running; returns the units systemd does not know (not installed on this
+    node), which are left out. ``no_block`` only queues the jobs: at boot the units are ordered after this
+    program's own unit, and waiting for them from inside it would wait for ever."""
     def call(argv):
         done = run(argv, capture_output=True, text=True, check=False)
         if done.returncode:
@@ -195,7 +195,7 @@ def systemctl(units, daemon_reload, no_block=False, run=subprocess.run):
     unknown = [u for u, state in zip(units, states) if state == "not-found"] if len(states) == len(units) else []
     known = [u for u in units if u not in unknown]
     if known:
-        call(["systemctl", "try-restart"] + (["--no-block"] if no_block else []) + ["--"] + known)
+        call(["systemctl", action] + (["--no-block"] if no_block else []) + ["--"] + known)
     return unknown
 
 
@@ -280,12 +280,23 @@ def apply(document, token_file, state_dir, restart=systemctl, check_mode=False, 
     return result
 
 
+def units_of(document):
+    """Every unit the overlay's files belong to, in the overlay's order, once each."""
+    units = []
+    for entry in document["files"]:
+        units += [u for u in entry["restart"] if u not in units]
+    return units
+
+
 def main(argv=None, restart=systemctl, sleep=time.sleep):
     parser = argparse.ArgumentParser(prog="msa-overlay-apply", description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--config", default=CONFIG, help="settings: url, ca_file, token_file, state_dir (JSON)")
     parser.add_argument("--node", help="this node's name (default: the settings' node, else the host name)")
     parser.add_argument("--check", action="store_true", help="fetch and check, say what would change, change nothing")
     parser.add_argument("--no-block", action="store_true", help="queue the restarts, do not wait for them (at boot)")
+    parser.add_argument("--start", action="store_true",
+                        help="then start every unit the overlay's files belong to that is not running (at boot: "
+                             "the image enables none of them, so a node's services run once its own files are in)")
     args = parser.parse_args(argv)
     if args.no_block and restart is systemctl:
         restart = functools.partial(systemctl, no_block=True)
@@ -295,6 +306,10 @@ def main(argv=None, restart=systemctl, sleep=time.sleep):
         document = parse_overlay(raw, config["node"])
         result = apply(document, config["token_file"], config["state_dir"], restart=restart, check_mode=args.check,
                        protected=(os.path.abspath(args.config),))
+        if args.start and not args.check:
+            units = units_of(document)
+            unknown = (restart(units, False, action="start") or []) if units else []
+            result["started"] = [u for u in units if u not in unknown]
     except (O.OverlayError, FetchError) as exc:
         sys.stderr.write("msa-overlay-apply: %s\n" % exc)
         return 1

@@ -35,7 +35,13 @@ DEFAULTS = {"udocker": "/usr/local/bin/udocker", "engine": "F1", "repo_dir": "/v
             "devices": [], "libraries": [], "volumes": [],
             # the image store (https only): the CA its certificate is verified against (empty: the system's CAs)
             # and the root-only file of its account ("user:password", HTTP Basic)
-            "store_ca": "", "store_credentials": ""}
+            "store_ca": "", "store_credentials": "",
+            # the store's URL (empty: no store) and what --sync imports from it: "all" or a list of name:tag
+            "store_url": "", "store_images": "all"}
+# A line of the store's SHA256SUMS and the image a tarball's name gives: <name>_<tag>.tar[.gz] or .tgz.
+_INDEX_LINE = re.compile(r"^([0-9a-f]{64})  (\S+)$")
+_TARBALL = re.compile(r"^(.+)_([A-Za-z0-9][A-Za-z0-9.-]*)\.(tar|tar\.gz|tgz)$")
+MAX_INDEX = 1 << 20
 
 
 class WrapperError(Exception):
@@ -259,6 +265,50 @@ def import_image(conf, source, image, sha256, dry_run=False):
     return "imported"
 
 
+def parse_index(text, wanted="all"):
+    """The store's images from its SHA256SUMS: [(image, file, sha256)] of the lines naming a tarball
+    ``<name>_<tag>.tar[.gz]`` (others are skipped), narrowed to ``wanted`` ("all" or a list of name:tag)."""
+    if wanted != "all" and not (isinstance(wanted, list) and all(isinstance(w, str) for w in wanted)):
+        raise WrapperError("store_images: %r is neither \"all\" nor a list of name:tag" % (wanted,))
+    images = []
+    for line in text.splitlines():
+        found = _INDEX_LINE.match(line)
+        parts = _TARBALL.match(found.group(2)) if found and "/" not in found.group(2) else None
+        if parts:
+            image = "%s:%s" % (parts.group(1), parts.group(2))
+            if wanted == "all" or image in wanted:
+                images.append((image, found.group(2), found.group(1)))
+    return images
+
+
+def sync(conf, dry_run=False):
+    """Import every image of the store's index (or those of store_images) that the node lacks or has from another
+    tarball: {image: "imported" | "unchanged" | "would import"}. The first failure stops it, naming the image."""
+    url = (conf.get("store_url") or "").rstrip("/")
+    if not url:
+        raise WrapperError("store_url is not set in %s: this node has no image store to sync from"
+                           % os.environ.get("MSA_CONTAINER_CONFIG", CONFIG))
+    request = store_request(conf, url + "/SHA256SUMS")
+    try:
+        context = ssl.create_default_context(cafile=conf.get("store_ca") or None)
+        with urllib.request.urlopen(request, timeout=60, context=context) as answer:
+            text = answer.read(MAX_INDEX + 1)
+    except urllib.error.HTTPError as exc:
+        raise WrapperError("%s/SHA256SUMS: the image store answered HTTP %s %s" % (url, exc.code, exc.reason)) from None
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        raise WrapperError("reading %s/SHA256SUMS failed (%s: %s); nothing was imported"
+                           % (url, type(exc).__name__, exc)) from None
+    if len(text) > MAX_INDEX:
+        raise WrapperError("%s/SHA256SUMS is larger than %d bytes" % (url, MAX_INDEX))
+    done = {}
+    for image, name, sha256 in parse_index(text.decode("utf-8", "replace"), conf.get("store_images", "all")):
+        try:
+            done[image] = import_image(conf, url + "/" + name, image, sha256, dry_run)
+        except WrapperError as exc:
+            raise WrapperError("%s: %s (before it: %s)" % (image, exc, json.dumps(done, sort_keys=True))) from None
+    return done
+
+
 def store_request(conf, source):
     """The request for ``source`` of the image store: https only, with the store's account when one is configured."""
     if not source.lower().startswith("https://"):
@@ -308,13 +358,16 @@ def parse_args(argv):
     parser.add_argument("--images", action="store_true", help="list the images of this node and exit")
     parser.add_argument("--import", dest="import_spec", nargs=3, metavar=("IMAGE", "TARBALL_OR_URL", "SHA256"),
                         help="(root) import a tarball of the image store as IMAGE unless it is there already")
-    parser.add_argument("--dry-run", action="store_true", help="with --import: only say what would be done")
+    parser.add_argument("--sync", action="store_true",
+                        help="(root) import the image store's images this node lacks (its store_url, store_images); "
+                             "prints {image: imported|unchanged} as JSON")
+    parser.add_argument("--dry-run", action="store_true", help="with --import or --sync: only say what would be done")
     parser.add_argument("image", nargs="?", metavar="IMAGE")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND")
     args = parser.parse_args(argv)
     if args.command and args.command[0] == "--":
         args.command = args.command[1:]
-    if not (args.images or args.import_spec):
+    if not (args.images or args.import_spec or args.sync):
         if not args.image:
             parser.error("IMAGE is required")
         if not args.command:
@@ -328,6 +381,9 @@ def main(argv=None):
         conf = load_config(os.environ.get("MSA_CONTAINER_CONFIG", CONFIG))
         if args.images:
             print("\n".join(available_images(conf)))
+            return 0
+        if args.sync:
+            print(json.dumps(sync(conf, args.dry_run), sort_keys=True))
             return 0
         if args.import_spec:
             image, source, sha256 = args.import_spec

@@ -226,3 +226,48 @@ def test_a_unit_not_installed_does_not_block_the_apply(node):
     result = apply(node, raw("cm01", files(node)))
     assert result["restarted"] == ["slurmd.service"] and result["not_installed"] == ["munge.service"]
     assert os.path.exists(os.path.join(node["state"], "overlay.hash"))
+
+
+def test_systemctl_starts_the_units_systemd_knows_when_asked():
+    fake = FakeSystemd({"munge.service": "loaded", "gone.service": "not-found"})
+    assert A.systemctl(["munge.service", "gone.service"], False, no_block=True, run=fake, action="start") == [
+        "gone.service"]
+    assert fake.calls[-1] == ["systemctl", "start", "--no-block", "--", "munge.service"]
+
+
+@pytest.fixture
+def booted(node, monkeypatch):
+    """main() against ``node``'s roots, with the overlay of files(node) as the server's answer; ``calls`` records
+    each systemctl call as (action, units)."""
+    calls = []
+    answer = raw("cm01", files(node))
+    config = {"node": "cm01", "token_file": node["token"], "state_dir": node["state"]}
+    parse, apply_ = A.parse_overlay, A.apply
+    monkeypatch.setattr(A, "load_config", lambda path, name=None: config)
+    monkeypatch.setattr(A, "read_token", lambda path: "t")
+    monkeypatch.setattr(A, "fetch", lambda conf, token, sleep=None: answer)
+    monkeypatch.setattr(A, "parse_overlay", lambda text, name: parse(text, name, roots=node["roots"]))
+    monkeypatch.setattr(A, "apply", lambda *args, **kwargs: apply_(*args, roots=node["roots"], **kwargs))
+
+    def restart(units, reload, action="try-restart"):
+        calls.append((action, list(units)))
+
+    return calls, restart
+
+
+def test_at_boot_every_unit_of_the_overlay_is_started_after_its_files_are_in(booted, capsys):
+    calls, restart = booted
+    assert A.main(["--no-block", "--start"], restart=restart) == 0
+    assert calls == [("try-restart", ["munge.service", "slurmd.service"]),
+                     ("start", ["munge.service", "slurmd.service"])]
+    assert json.loads(capsys.readouterr().out)["started"] == ["munge.service", "slurmd.service"]
+    calls.clear()  # the next boot: nothing changed, yet the services are started (the image enables none)
+    assert A.main(["--start"], restart=restart) == 0
+    assert calls == [("start", ["munge.service", "slurmd.service"])]
+
+
+def test_without_start_or_in_check_mode_no_unit_is_started(booted):
+    calls, restart = booted
+    assert A.main(["--start", "--check"], restart=restart) == 0 and calls == []
+    assert A.main([], restart=restart) == 0
+    assert [action for action, _units in calls] == ["try-restart"]
