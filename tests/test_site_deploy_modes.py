@@ -73,14 +73,18 @@ def plays(listing):
 
 
 def test_the_ssh_path_runs_the_same_tasks_as_before_the_overlay_plays():
-    """Every play but the overlay ones (tag overlay, at the end) lists the tasks it listed before msa_deploy_mode
-    overlay existed (tests/fixtures/site_ssh_tasks.txt, site.yml's --list-tasks on main). A deliberate change of the
+    """Every play but the image layer's (the image build first, the overlay plays and the reimage last) lists the
+    tasks it listed before msa_deploy_mode overlay existed (tests/fixtures/site_ssh_tasks.txt, site.yml's --list-tasks on main). A deliberate change of the
     SSH path regenerates the file: MSA_UPDATE_SITE_TASKS=1."""
     now = plays(site_tasks())
-    ssh = [p for p in now if not p.splitlines()[0].endswith("TAGS: [overlay]")]
-    overlay = now[len(ssh):]
-    assert ssh == now[:len(ssh)], "the overlay plays must come after every ssh play"
-    assert len(overlay) == 3 and all(p.splitlines()[0].endswith("TAGS: [overlay]") for p in overlay)
+    tagged = [i for i, p in enumerate(now) if p.splitlines()[0].endswith("TAGS: [overlay]")]
+    assert len(tagged) == 3 and tagged == list(range(tagged[0], tagged[0] + 3)), "the overlay plays, one after another"
+    # after them only the reimage (reimage.yml: its validation, then its plays tagged reimage)
+    tail = [p.splitlines()[0] for p in now[tagged[-1] + 1:]]
+    assert tail and all("reimage" in h or "Validate" in h for h in tail) and "reimage" in tail[-1], tail
+    # before them the SSH path, and the image build (tag image), which runs nothing on a node
+    ssh = [p for p in now[:tagged[0]] if not p.splitlines()[0].endswith("TAGS: [image]")]
+    assert len(ssh) == tagged[0] - 1
     if os.environ.get("MSA_UPDATE_SITE_TASKS") == "1":
         GOLDEN.write_text("\nplaybook: playbooks/site.yml\n\n" + "\n\n".join(ssh) + "\n")
     assert ssh == plays(GOLDEN.read_text())
