@@ -133,8 +133,10 @@ def standalone(tmp_path_factory):
         # and its BMCs, which Slurm's RebootProgram reaches (the bundle's simulated BMCs are not there)
         "msa_bmc_endpoint": "https://{{ inventory_hostname }}-bmc.site.example", "msa_bmc_username": "slurm-reboot",
         "msa_bmc_password": "site-secret"}, **site_tls(base / "pki"))))
-    # site.yml and the validation it imports: plays of the collection's roles only.
-    for name in ("site.yml", "validate.yml"):
+    # site.yml and what it imports and includes: the validation, the image layer's build and reimage (nothing to do
+    # on a system without image-booted nodes), plays of the collection's roles and modules only.
+    (play / "tasks").mkdir()
+    for name in ("site.yml", "validate.yml", "reimage.yml", "tasks/node_images.yml", "tasks/reimage_wave.yml"):
         shutil.copy(BUNDLE / "playbooks" / name, play / name)
     proc = run([BIN / "ansible-playbook", "-i", "groups.yml", "-i", "deep_est", "-i", "local",
                 "--check", "--diff", "--limit", ",".join(HOSTS), "site.yml"], env, play, check=False)
