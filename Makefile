@@ -7,7 +7,7 @@ SITE   ?= example
 INVENTORY := -i common.yml -i inventories/systems/$(SYSTEM) -i inventories/sites/$(SITE)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(BIN):$(PATH)
-# STRATEGY=mitogen_linear: one persistent Python per host (README "Speed"); unset = ansible.cfg's linear
+# STRATEGY=linear: ansible-core's own strategy instead of ansible.cfg's mitogen_linear (README "Speed")
 ifneq ($(STRATEGY),)
 export ANSIBLE_STRATEGY := $(STRATEGY)
 export ANSIBLE_STRATEGY_PLUGINS := $(CURDIR)/playbooks/strategy_plugins
@@ -69,7 +69,8 @@ verify:           ## run one of molecule's checks against a running system: make
 	$(STEP) "molecule/default/verify_$(CHECK).yml on $(SYSTEM)"
 	$(BIN)/ansible-playbook $(INVENTORY) molecule/default/verify_$(CHECK).yml $(ARGS)
 
-test: unit lint molecule ## the README's second command (and what .ci/run calls)
+test: setup ee     ## the README's second command (and what .ci/run calls): unit, lint and molecule, lint and the longest unit file beside molecule's waits (scripts/test.sh)
+	MSA_VENV=$(VENV) MSA_SYSTEM=$(SYSTEM) bash scripts/test.sh
 
 SKIP ?=
 bench: setup      ## every benchmark (scripts/bench.sh): a bench that cannot run fails unless skipped by name: make bench SKIP=bench_scale

@@ -10,7 +10,8 @@ import re
 import sys
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-FRAME = re.compile(r"^\s*(?:[│┃|]\s?)?")  # molecule frames the output of the playbooks it runs
+# molecule frames the output of the playbooks it runs; scripts/test.sh prefixes the suites it ran beside molecule
+FRAME = re.compile(r"^\s*(?:beside \| |[│┃|]\s?)?")
 TASK = re.compile(r"^(TASK|PLAY) \[(.*?)\]")
 HEADER_START = re.compile(r"^(TASK|PLAY) \[[^\]]*$")  # a long header molecule wrapped onto the next line
 FATAL = re.compile(r"^(fatal|failed): \[([^\]]+)\].*?(=>|:)\s*(.*)$")

@@ -81,7 +81,9 @@ def awx_calls(tmp_path_factory):
     env = dict(ENV, ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([str(base / "collections"), str(BUNDLE / "collections")]),
                MSA_AWX_RECORD=str(record),
                ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    # the stubs are WANT_JSON scripts: mitogen (ansible.cfg's strategy) runs them by the host's interpreter variable
     run([BIN / "ansible-playbook", COLLECTION / "playbooks" / "awx_setup.yml", "-i", "localhost,",
+         "-e", "ansible_python_interpreter=%s" % sys.executable,
          "-e", "awx_project_url=https://git.example.org/hpc/msa.git", "-e", "awx_ee_image=registry.example/msa-hpc-ee:1",
          "-e", "awx_machine_credential=nodes-ssh", "-e", "awx_bmc_username=admin", "-e", "awx_bmc_password=pw"],
         env=env, cwd=base)

@@ -52,3 +52,15 @@ def test_headers_molecule_wrapped_onto_two_lines_are_joined():
     assert shown[0] == ("mgmt01: A node unreachable during a deploy leaves the others deployed, and a re-run "
                         "converges it / Require the deploy to have finished for every other host, the node "
                         "reported unreachable", "no attribute 'dam02'")
+
+
+def test_the_suites_run_beside_molecule_are_read_through_their_prefix():
+    log = [
+        "beside | [03:10:02] == pytest tests/test_standalone.py",
+        "beside | FAILED tests/test_standalone.py::test_one - AssertionError: rendered sim/msa_sim",
+        "beside | ERROR: Found 1 pylint issue(s) which need to be resolved:",
+    ]
+    shown, total = failure_summary.summarize(log)
+    assert total == 2
+    assert shown == [("tests/test_standalone.py::test_one", "AssertionError: rendered sim/msa_sim"),
+                     ("ansible-test", "Found 1 pylint issue(s) which need to be resolved:")]

@@ -47,3 +47,11 @@ def test_a_run_past_midnight_counts_forward():
 
 def test_a_log_without_stamps_says_so():
     assert stage_times.report(["no stamps here"]) == ["stage times: no time stamps in the log"]
+
+
+def test_stamps_of_the_suites_run_beside_molecule_are_not_this_run_s_stages():
+    log = ["[10:00:00] == molecule test (default scenario: mini)",
+           "beside | [10:00:05] == ansible-lint (production profile, .ansible-lint)",
+           "[10:30:00] == waiting for the suites beside molecule"]
+    stages, _ = stage_times.durations(log)
+    assert stages == [("molecule test (default scenario: mini)", 1800), ("waiting for the suites beside molecule", 0)]
