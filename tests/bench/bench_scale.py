@@ -14,8 +14,8 @@ The system is brought down whatever happens (try/finally, SIGINT and SIGTERM inc
 ``make bench`` runs every tests/bench/bench_*.py: a full run of this one takes 30-60 minutes on a 2-core
 machine, so **it is skipped unless MSA_BENCH_SCALE=1** (or ``--sizes`` is given on the command line).
 ``--strategies linear,mitogen_linear`` measures every size under each Ansible strategy in turn (a fresh system
-for each), and prints the ratio between them size by size (mitogen_linear is the bundle's opt-in strategy:
-ansible.cfg's strategy_plugins finds it in the venv). ``--profile`` adds ansible.posix.profile_tasks and prints
+for each), and prints the ratio between them size by size (mitogen_linear is the bundle's default strategy,
+ansible.cfg's, found through its strategy_plugins in the venv). ``--profile`` adds ansible.posix.profile_tasks and prints
 the slowest tasks of each deploy and re-run; ``--env VAR=VALUE`` (repeatable) runs every playbook with other
 Ansible settings.
 Besides wall times it reports CPU seconds (the controller's processes and the system's containers' cgroups),
@@ -101,7 +101,7 @@ class Runner:
 
     def __init__(self, logdir, profile, site, extra_env=()):
         self.extra_env = dict(item.split("=", 1) for item in extra_env)
-        self.strategy = "linear"
+        self.strategy = "mitogen_linear"
         self.logdir = logdir
         self.profile = profile
         self.site = site
@@ -323,9 +323,9 @@ def main(argv=None):
     parser.add_argument("--profile", action="store_true", help="print the slowest tasks (ansible.posix.profile_tasks)")
     parser.add_argument("--env", action="append", default=[], metavar="VAR=VALUE",
                         help="extra environment of every playbook (Ansible settings to compare), repeatable")
-    parser.add_argument("--strategies", default="linear",
-                        help="comma-separated Ansible strategies, each measured on a fresh system (default linear; "
-                             "e.g. linear,mitogen_linear)")
+    parser.add_argument("--strategies", default="mitogen_linear",
+                        help="comma-separated Ansible strategies, each measured on a fresh system (default "
+                             "mitogen_linear, the bundle's; e.g. linear,mitogen_linear)")
     parser.add_argument("--logdir", default="/tmp/msa-bench-scale-%s" % time.strftime("%Y%m%d-%H%M%S"))
     args = parser.parse_args(argv)
     if args.sizes is None and os.environ.get("MSA_BENCH_SCALE") != "1":
