@@ -7,7 +7,8 @@
 #   - tests/test_standalone.py, the collection's check-mode site.yml on its own (the longest pytest file).
 # Their output goes to .cache/test-beside.log while molecule runs, and is printed after it, each line prefixed with
 # "beside | " (so that stage_times.py counts only this run's own stages), then their own stage times.
-# The exit status is the first failure's: pytest, then molecule, then the suites beside it.
+# Each suite beside molecule runs even when one before it failed. make test fails when pytest, molecule or any of
+# them failed (pytest first: without its pass nothing else starts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -22,15 +23,16 @@ step "pytest (all but tests/test_standalone.py, which runs beside molecule)"
 step "lint and tests/test_standalone.py start beside molecule (nice 19; output in $BESIDE, printed after molecule)"
 mkdir -p .cache
 (
-  set -e
   renice -n 19 -p "$BASHPID" >/dev/null
+  failed=0
   step "ansible-lint (production profile, .ansible-lint)"
-  "$VENV/bin/ansible-lint" --profile production -c .ansible-lint
-  bash scripts/sanity.sh
-  bash scripts/units.sh
+  "$VENV/bin/ansible-lint" --profile production -c .ansible-lint || failed=1
+  bash scripts/sanity.sh || failed=1
+  bash scripts/units.sh || failed=1
   step "pytest tests/test_standalone.py"
-  "$VENV/bin/python" -m pytest -q tests/test_standalone.py
+  "$VENV/bin/python" -m pytest -q tests/test_standalone.py || failed=1
   step "beside molecule: done"
+  exit "$failed"
 ) </dev/null >"$BESIDE" 2>&1 &
 beside=$!
 
