@@ -54,10 +54,7 @@ unit: setup       ## unit and integration tests that need no simulated system (t
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: setup       ## ansible-lint (production profile), ansible-test sanity and units of the collection
-	$(STEP) "ansible-lint (production profile, .ansible-lint)"
-	$(BIN)/ansible-lint --profile production -c .ansible-lint
-	MSA_VENV=$(VENV) bash scripts/sanity.sh
-	MSA_VENV=$(VENV) bash scripts/units.sh
+	MSA_VENV=$(VENV) bash scripts/lint.sh
 
 molecule: setup ee ## build the simulated system, converge, verify (verify_fabric re-runs site.yml through ansible-runner in the EE: changed=0 is the idempotence check), destroy
 	$(STEP) "molecule test (default scenario: $(SYSTEM))"

@@ -3,7 +3,7 @@
 # The simulated system's checks spend much of their time waiting for jobs, delays and restarts, with the CPU idle
 # (vmstat: 60-77 % idle during verify_delay). The suites that wait for nothing and that nothing waits for run beside
 # molecule instead of before it, at nice 19 so that the system's services and checks come first:
-#   - ansible-lint, ansible-test sanity and units (scripts/sanity.sh, scripts/units.sh);
+#   - ansible-lint, ansible-test sanity and units (scripts/lint.sh, as make lint runs them);
 #   - tests/test_standalone.py, the collection's check-mode site.yml on its own (the longest pytest file).
 # Their output goes to .cache/test-beside.log while molecule runs, and is printed after it, each line prefixed with
 # "beside | " (so that stage_times.py counts only this run's own stages), then their own stage times.
@@ -25,10 +25,7 @@ mkdir -p .cache
 (
   renice -n 19 -p "$BASHPID" >/dev/null
   failed=0
-  step "ansible-lint (production profile, .ansible-lint)"
-  "$VENV/bin/ansible-lint" --profile production -c .ansible-lint || failed=1
-  bash scripts/sanity.sh || failed=1
-  bash scripts/units.sh || failed=1
+  bash scripts/lint.sh || failed=1
   step "pytest tests/test_standalone.py"
   "$VENV/bin/python" -m pytest -q tests/test_standalone.py || failed=1
   step "beside molecule: done"
