@@ -20,7 +20,7 @@ SANITY = re.compile(r"^ERROR: (.*)$")
 MSG = re.compile(r'"msg": "((?:[^"\\]|\\.)*)"')
 
 
-def summarize(lines, limit=6, width=300):
+def summarize(lines, limit=6, width=600):
     """Return the failures of a log as ('where', 'what') pairs (at most `limit`) and their count."""
     play = task = ""
     found = []
