@@ -30,7 +30,10 @@ def inventory_host(host, *layers):
 
 def test_mini_expands_to_every_module_with_fabric_addresses():
     model = expand(mini())
-    assert len(model["hosts"]) == 17
+    assert len(model["hosts"]) == 18
+    # two storage nodes (each holds a replica of the shared file systems); the management nodes on storage too
+    assert model["groups"]["msa_storage"] == ["sssm01", "sssm02"]
+    assert model["hosts"]["mgmt01"]["msa_addresses"] == {"mgmt": "10.42.0.11", "storage": "10.45.0.11"}
     # two management nodes: both Slurm controllers, the first alone runs the services there is one of
     assert model["groups"]["msa_management"] == ["mgmt01", "mgmt02"]
     assert model["groups"]["msa_management_primary"] == ["mgmt01"]

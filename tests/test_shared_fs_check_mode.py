@@ -81,6 +81,6 @@ def test_check_mode_renders_the_units_of_every_type_and_writes_nothing(tmp_path)
 def test_a_file_system_whose_client_no_apt_source_offers_is_refused_naming_the_mount(tmp_path):
     out = play(tmp_path, [MOUNTS[2]])
     assert out.returncode != 0
-    assert ("cm01 cannot mount /msa-test/work: no apt source offers beegfs-client (add the vendor's repository "
+    assert ("cannot mount /msa-test/work: no apt source offers beegfs-client (add the vendor's repository "
             "in the site layer)") in out.stdout.replace("\n", " ")
     assert list((tmp_path / "units").iterdir()) == []

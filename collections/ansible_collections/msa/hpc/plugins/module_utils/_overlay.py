@@ -27,7 +27,7 @@ MAX_MANIFEST_BYTES = MAX_FILES * 2048 + 4096
 
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}(\.[A-Za-z0-9][A-Za-z0-9_-]{0,62}){0,3}\Z")
 ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
-UNIT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9:_.@\\-]{0,200}\.(service|socket|timer|path|mount|target)\Z")
+UNIT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9:_.@\\-]{0,200}\.(service|socket|timer|path|mount|automount|target)\Z")
 SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 # The fields of an entry that its hash covers (everything but the content, which its sha256 stands for).
 FIELDS = ("path", "mode", "owner", "group", "size", "sha256", "restart")

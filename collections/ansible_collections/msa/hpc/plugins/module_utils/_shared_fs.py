@@ -22,6 +22,10 @@ TYPE_OPTIONS = {
     "lustre": ["flock"],
 }
 PURPOSE_OPTIONS = {"home": [], "scratch": ["noatime"], "software": [], "state": []}
+# The mode of the file system's root the role sets once it is mounted (a mount's own mode replaces it): scratch is
+# every user's to make their directory in, sticky so none removes another's; the others are root's.
+PURPOSE_MODES = {"home": "0755", "scratch": "1777", "software": "0755", "state": "0700"}
+_MODE = re.compile(r"^0?[0-7]{3,4}$")
 _OPTION = re.compile(r"^[A-Za-z0-9_.:=/@+-]+$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
@@ -113,7 +117,7 @@ def unit_name(path):
 def entries(host, mounts, filesystems, groups, hostvars, fabric="storage", automount=True, mount_timeout=90,
             beegfs_config_dir="/etc/beegfs"):
     """The mounts of ``host``: one dict per mount of a group it is in, each with ``path``, ``src`` (What=),
-    ``fstype``, ``opts`` (the option string), ``unit`` (the .mount unit's name), ``automount`` (the .automount's, or
+    ``fstype``, ``opts`` (the option string), ``mode`` (of the mounted root, four octal digits), ``unit`` (the .mount unit's name), ``automount`` (the .automount's, or
     empty), ``timeout``, ``requires`` (units it needs), ``type``, ``filesystem``, ``purpose``, ``servers``
     (addresses), ``package`` and, for BeeGFS, ``beegfs_config`` and ``beegfs_mgmtd``. Raises SharedFsError naming
     the field."""
@@ -142,6 +146,9 @@ def entries(host, mounts, filesystems, groups, hostvars, fabric="storage", autom
         purpose = mount.get("purpose", "home")
         if purpose not in PURPOSES:
             raise SharedFsError("%s.purpose: %r is not one of %s" % (field, purpose, ", ".join(PURPOSES)))
+        mode = mount.get("mode") or PURPOSE_MODES[purpose]
+        if not isinstance(mode, str) or not _MODE.match(mode):
+            raise SharedFsError("%s.mode: %r is not an octal mode in quotes such as '0755' or '1777'" % (field, mode))
         subdir = mount.get("subdir") or ""
         if subdir and (not isinstance(subdir, str) or not all(_NAME.match(p) for p in subdir.strip("/").split("/"))):
             raise SharedFsError("%s.subdir: %r is not a relative path of plain names" % (field, subdir))
@@ -172,6 +179,7 @@ def entries(host, mounts, filesystems, groups, hostvars, fabric="storage", autom
         options = ["ro" if mount.get("readonly") else "rw", "_netdev"]
         unit = unit_name(path)
         entry = {"path": path, "fstype": FSTYPES[kind], "type": kind, "filesystem": name, "purpose": purpose,
+                 "mode": mode.zfill(4),
                  "servers": addresses, "package": PACKAGES[kind], "unit": unit + ".mount",
                  "automount": unit + ".automount" if automount else "", "timeout": mount_timeout, "requires": []}
         if kind == "beegfs":
@@ -197,3 +205,24 @@ def _dedupe(options):
         first = [o for o in options if o in ("ro", "rw")][-1]
         keyed.pop("rw" if first == "ro" else "ro")
     return list(keyed.values())
+
+
+def clients(mounts, filesystems):
+    """The client package of every file system ``mounts`` name (every mount of the inventory, whichever node mounts
+    it: what a node image holds), as {package: [mount points]} in the order of the mounts; each mount's file system
+    and its type are checked, the error naming the field."""
+    if not isinstance(mounts, list):
+        raise SharedFsError("shared_fs_mounts: %r is not a list" % (mounts,))
+    if not isinstance(filesystems, dict):
+        raise SharedFsError("shared_fs_filesystems: %r is not a mapping of names to file systems" % (filesystems,))
+    out = {}
+    for index, mount in enumerate(mounts):
+        name = mount.get("filesystem") if isinstance(mount, dict) else None
+        if name not in filesystems:
+            raise SharedFsError("shared_fs_mounts[%d].filesystem: %r is not one of shared_fs_filesystems (%s)"
+                                % (index, name, ", ".join(sorted(filesystems)) or "none defined"))
+        kind = filesystems[name].get("type") if isinstance(filesystems[name], dict) else None
+        if kind not in TYPES:
+            raise SharedFsError("shared_fs_filesystems.%s.type: %r is not one of %s" % (name, kind, ", ".join(TYPES)))
+        out.setdefault(PACKAGES[kind], []).append(mount.get("path"))
+    return out

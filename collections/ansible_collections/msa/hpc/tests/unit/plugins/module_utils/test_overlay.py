@@ -72,6 +72,13 @@ def test_entry_fields_are_checked_naming_field_and_value(field, value, says):
     assert "files[3]" in str(failure.value)
 
 
+def test_a_mount_and_an_automount_are_units_an_overlay_may_restart():
+    got = O.check_entry(dict(entry(), restart=["scratch.automount", "home.mount", "munge.service"]), where="files[0]")
+    assert sorted(got["restart"]) == ["home.mount", "munge.service", "scratch.automount"]
+    with pytest.raises(O.OverlayError, match="not a systemd unit name"):
+        O.check_entry(dict(entry(), restart=["scratch.swap"]), where="files[0]")
+
+
 def test_entry_defaults_and_normal_form():
     checked = O.check_entry(entry(restart=["b.service", "a.service", "a.service"], mode=0o600))
     assert checked["mode"] == "0600" and checked["owner"] == checked["group"] == "root"

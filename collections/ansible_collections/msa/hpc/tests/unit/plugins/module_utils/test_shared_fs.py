@@ -76,6 +76,13 @@ def test_a_mounts_own_options_override_and_readonly_is_ro():
     assert only("cm01", fs, mounts=mounts)["/home"]["opts"].startswith("ro,_netdev,")
 
 
+def test_the_mounted_root_gets_its_purposes_mode_or_the_mounts_own():
+    fs = {"home": {"type": "glusterfs", "servers": ["sssm01"]}, "scratch": {"type": "glusterfs", "servers": ["sssm01"]}}
+    got = only("cm01", fs)
+    assert (got["/home"]["mode"], got["/scratch"]["mode"]) == ("0755", "1777")
+    assert only("cm01", fs, mounts=[dict(MOUNTS[1], mode="770")])["/scratch"]["mode"] == "0770"
+
+
 @pytest.mark.parametrize("mounts, filesystems, message", [
     ([dict(MOUNTS[0], path="home")], {"home": {"type": "nfs", "servers": ["n"]}}, r"shared_fs_mounts\[0\].path: 'home'"),
     ([dict(MOUNTS[0], path="/home/../etc")], {"home": {"type": "nfs", "servers": ["n"]}}, "not a normalised path"),
@@ -95,6 +102,8 @@ def test_a_mounts_own_options_override_and_readonly_is_ro():
     ([dict(MOUNTS[0], options=["x y"])], {"home": {"type": "nfs", "servers": ["n"]}}, r"mounts\[0\].options"),
     ([MOUNTS[0]], {"home": {"type": "glusterfs", "servers": ["n"], "volume": "../x"}}, "home.volume: '../x'"),
     ([dict(MOUNTS[0], subdir="a/../../b")], {"home": {"type": "nfs", "servers": ["n"]}}, "subdir: 'a/../../b'"),
+    ([dict(MOUNTS[0], mode="u+rwx")], {"home": {"type": "nfs", "servers": ["n"]}}, r"mode: 'u\+rwx' is not an octal"),
+    ([dict(MOUNTS[0], mode=1777)], {"home": {"type": "nfs", "servers": ["n"]}}, "mode: 1777 is not an octal mode in"),
 ])
 def test_a_value_root_would_misuse_is_refused_naming_the_field(mounts, filesystems, message):
     with pytest.raises(S.SharedFsError, match=message):
@@ -139,3 +148,14 @@ def test_without_automount_the_mount_unit_is_wanted_by_remote_fs_and_beegfs_requ
     assert "\nWantedBy=remote-fs.target\n" in unit and "RequiredBy" not in unit
     assert "\nRequires=beegfs-helperd.service\n" in unit
     assert "After=network-online.target beegfs-helperd.service\n" in unit
+
+
+def test_an_image_holds_the_client_of_every_mounts_file_system_whoever_mounts_it():
+    fs = {"home": {"type": "nfs", "servers": ["n"]}, "scratch": {"type": "glusterfs", "servers": ["sssm01"]},
+          "unused": {"type": "lustre", "servers": ["m"]}}
+    assert S.clients(MOUNTS, fs) == {"nfs-common": ["/home"], "glusterfs-client": ["/scratch"]}
+    assert S.clients([], fs) == {}
+    with pytest.raises(S.SharedFsError, match=r"shared_fs_mounts\[1\].filesystem: 'scratch' is not one of"):
+        S.clients(MOUNTS, {"home": fs["home"]})
+    with pytest.raises(S.SharedFsError, match=r"shared_fs_filesystems.home.type: 'ceph' is not one of"):
+        S.clients(MOUNTS[:1], {"home": {"type": "ceph"}})
