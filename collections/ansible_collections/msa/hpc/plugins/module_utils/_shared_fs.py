@@ -14,6 +14,8 @@ PURPOSES = ("home", "scratch", "software", "state")
 # The Debian package that carries each type's client, and the mount helper it installs.
 PACKAGES = {"glusterfs": "glusterfs-client", "nfs": "nfs-common", "beegfs": "beegfs-client", "lustre": "lustre-client-utils"}
 FSTYPES = {"glusterfs": "glusterfs", "nfs": "nfs4", "beegfs": "beegfs", "lustre": "lustre"}
+# The type /proc/self/mountinfo shows once mounted (a FUSE client's is fuse.<name>).
+MOUNTED_TYPES = {"glusterfs": "fuse.glusterfs", "nfs": "nfs4", "beegfs": "beegfs", "lustre": "lustre"}
 # What each type mounts by default (the purpose adds its own, the file system and the mount add theirs after).
 TYPE_OPTIONS = {
     "glusterfs": ["log-level=WARNING"],
@@ -28,6 +30,7 @@ PURPOSE_MODES = {"home": "0755", "scratch": "1777", "software": "0755", "state":
 _MODE = re.compile(r"^0?[0-7]{3,4}$")
 _OPTION = re.compile(r"^[A-Za-z0-9_.:=/@+-]+$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_UNIT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:_.@-]*\.(service|socket|timer|target)$")
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 
 
@@ -117,9 +120,11 @@ def unit_name(path):
 def entries(host, mounts, filesystems, groups, hostvars, fabric="storage", automount=True, mount_timeout=90,
             beegfs_config_dir="/etc/beegfs"):
     """The mounts of ``host``: one dict per mount of a group it is in, each with ``path``, ``src`` (What=),
-    ``fstype``, ``opts`` (the option string), ``mode`` (of the mounted root, four octal digits), ``unit`` (the
+    ``fstype``, ``mounted_type`` (as /proc/self/mountinfo shows it), ``opts`` (the option string), ``mode`` (of the mounted root, four octal digits), ``unit`` (the
     .mount unit's name), ``automount`` (the .automount's, or empty), ``timeout``, ``requires`` (units it needs),
-    ``type``, ``filesystem``, ``purpose``, ``servers`` (addresses), ``package`` and, for BeeGFS, ``beegfs_config``
+    ``type``, ``filesystem``, ``purpose``, ``servers`` (addresses), ``package``, ``keep_files`` (copy what the mount
+    point holds onto the file system before its first mount there; default for a service's ``state``),
+    ``stop_units`` (stopped before that copy) and, for BeeGFS, ``beegfs_config``
     and ``beegfs_mgmtd``. Raises SharedFsError naming
     the field."""
     if not isinstance(mounts, list):
@@ -150,6 +155,16 @@ def entries(host, mounts, filesystems, groups, hostvars, fabric="storage", autom
         mode = mount.get("mode") or PURPOSE_MODES[purpose]
         if not isinstance(mode, str) or not _MODE.match(mode):
             raise SharedFsError("%s.mode: %r is not an octal mode in quotes such as '0755' or '1777'" % (field, mode))
+        own_automount = mount.get("automount", automount)
+        if not isinstance(own_automount, bool):
+            raise SharedFsError("%s.automount: %r is not true or false" % (field, own_automount))
+        keep = mount.get("keep_files", purpose == "state")
+        if not isinstance(keep, bool):
+            raise SharedFsError("%s.keep_files: %r is not true or false" % (field, keep))
+        stop = mount.get("stop_units", [])
+        if not isinstance(stop, list) or not all(isinstance(u, str) and _UNIT.match(u) for u in stop):
+            raise SharedFsError("%s.stop_units: %r is not a list of systemd unit names (such as slurmctld.service)"
+                                % (field, stop))
         subdir = mount.get("subdir") or ""
         if subdir and (not isinstance(subdir, str) or not all(_NAME.match(p) for p in subdir.strip("/").split("/"))):
             raise SharedFsError("%s.subdir: %r is not a relative path of plain names" % (field, subdir))
@@ -179,10 +194,11 @@ def entries(host, mounts, filesystems, groups, hostvars, fabric="storage", autom
         source, extra = _source(kind, addresses, volume, subdir, lnet, fs_field)
         options = ["ro" if mount.get("readonly") else "rw", "_netdev"]
         unit = unit_name(path)
-        entry = {"path": path, "fstype": FSTYPES[kind], "type": kind, "filesystem": name, "purpose": purpose,
+        entry = {"path": path, "fstype": FSTYPES[kind], "mounted_type": MOUNTED_TYPES[kind], "type": kind, "filesystem": name, "purpose": purpose,
                  "mode": mode.zfill(4),
                  "servers": addresses, "package": PACKAGES[kind], "unit": unit + ".mount",
-                 "automount": unit + ".automount" if automount else "", "timeout": mount_timeout, "requires": []}
+                 "automount": unit + ".automount" if own_automount else "", "timeout": mount_timeout, "requires": [],
+                 "keep_files": keep, "stop_units": list(stop)}
         if kind == "beegfs":
             entry["beegfs_config"] = "%s/%s-client.conf" % (beegfs_config_dir, name)
             entry["beegfs_mgmtd"] = addresses[0]

@@ -29,6 +29,7 @@ def test_glusterfs_mounts_from_the_first_server_on_the_storage_fabric_with_the_o
           "scratch": {"type": "glusterfs", "servers": ["sssm01", "sssm02"], "volume": "scratch1"}}
     got = only("cm01", fs)
     assert got["/home"]["src"] == "10.45.0.120:/home" and got["/home"]["fstype"] == "glusterfs"
+    assert got["/home"]["mounted_type"] == "fuse.glusterfs"
     assert got["/home"]["opts"] == "rw,_netdev,log-level=WARNING,backup-volfile-servers=10.45.0.121"
     assert got["/scratch"]["src"] == "10.45.0.120:/scratch1"
     assert got["/scratch"]["opts"] == "rw,_netdev,log-level=WARNING,noatime,backup-volfile-servers=10.45.0.121"
@@ -36,6 +37,16 @@ def test_glusterfs_mounts_from_the_first_server_on_the_storage_fabric_with_the_o
         "home.mount", "home.automount", "glusterfs-client")
     assert list(only("mgmt01", fs)) == ["/home"]          # mgmt mounts home only
     assert only("esb01", fs, automount=False)["/home"]["automount"] == ""
+
+
+def test_a_mount_may_choose_boot_or_first_access_itself_and_a_non_boolean_is_refused():
+    fs = {"home": {"type": "glusterfs", "servers": ["sssm01"]}, "scratch": {"type": "glusterfs", "servers": ["sssm01"]}}
+    mounts = [dict(MOUNTS[0], automount=False), dict(MOUNTS[1], automount=True)]
+    got = only("cm01", fs, mounts=mounts, automount=True)
+    assert (got["/home"]["automount"], got["/scratch"]["automount"]) == ("", "scratch.automount")
+    assert only("cm01", fs, mounts=mounts, automount=False)["/scratch"]["automount"] == "scratch.automount"
+    with pytest.raises(S.SharedFsError, match=r"shared_fs_mounts\[0\].automount: 'no' is not true or false"):
+        only("cm01", fs, mounts=[dict(MOUNTS[0], automount="no")])
 
 
 def test_nfs_mounts_one_export_over_nfs4_hard_with_the_sites_options_last():
@@ -159,3 +170,19 @@ def test_an_image_holds_the_client_of_every_mounts_file_system_whoever_mounts_it
         S.clients(MOUNTS, {"home": fs["home"]})
     with pytest.raises(S.SharedFsError, match=r"shared_fs_filesystems.home.type: 'ceph' is not one of"):
         S.clients(MOUNTS[:1], {"home": {"type": "ceph"}})
+
+
+def test_a_state_mount_keeps_what_its_mount_point_held_and_names_the_units_to_stop_first():
+    fs = {"state": {"type": "glusterfs", "servers": ["sssm01"]}, "home": {"type": "glusterfs", "servers": ["sssm01"]}}
+    mounts = [{"path": "/srv/state", "filesystem": "state", "purpose": "state", "groups": ["mgmt"],
+               "stop_units": ["slurmctld.service"]},
+              {"path": "/home", "filesystem": "home", "groups": ["mgmt"]}]
+    got = only("mgmt01", fs, mounts=mounts)
+    assert (got["/srv/state"]["keep_files"], got["/srv/state"]["stop_units"]) == (True, ["slurmctld.service"])
+    assert (got["/home"]["keep_files"], got["/home"]["stop_units"]) == (False, [])
+    assert only("mgmt01", fs, mounts=[dict(mounts[1], keep_files=True)])["/home"]["keep_files"] is True
+    for bad in (["slurmctld; reboot"], "slurmctld.service", ["../x.service"]):
+        with pytest.raises(S.SharedFsError, match=r"shared_fs_mounts\[0\].stop_units: .* is not a list of systemd unit"):
+            only("mgmt01", fs, mounts=[dict(mounts[0], stop_units=bad)])
+    with pytest.raises(S.SharedFsError, match=r"shared_fs_mounts\[0\].keep_files: 'yes' is not true or false"):
+        only("mgmt01", fs, mounts=[dict(mounts[0], keep_files="yes")])
