@@ -181,7 +181,11 @@ def load_pool_file(path):
 
 
 class GatewayPool:
-    """Gateways and their job-exclusive allocations in one SQLite database (WAL, one transaction per change)."""
+    """Gateways and their job-exclusive allocations in one SQLite database (one transaction per change).
+
+    The database lives on the file system both controllers mount (beside StateSaveLocation), so it keeps SQLite's
+    rollback journal: WAL needs a shared-memory index that only the processes of one host share, and SQLite says it
+    does not work over a network file system."""
 
     def __init__(self, db_path=DEFAULT_DB, timeout=30.0):
         self.db_path = db_path
@@ -190,7 +194,7 @@ class GatewayPool:
             os.makedirs(directory, mode=0o755, exist_ok=True)
         self._db = sqlite3.connect(db_path, timeout=timeout, isolation_level=None)
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA journal_mode=DELETE")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.execute("PRAGMA busy_timeout=%d" % int(timeout * 1000))
         with self._tx():

@@ -236,3 +236,13 @@ def test_gateways_are_never_held_by_two_jobs_and_counts_add_up(sequence):
                 counts = pool.counts()
                 assert counts["allocated"] == len(held)
                 assert counts["free"] == sum(g["state"] == "up" and g["job_id"] is None for g in pool.gateways())
+
+
+def test_the_database_keeps_a_rollback_journal_for_the_file_system_both_controllers_share(tmp_path):
+    """WAL's shared-memory index is shared by one host's processes only; the pool lives on a network file system."""
+    import sqlite3
+    with make_pool(tmp_path / "pool.db"):
+        pass
+    with sqlite3.connect(str(tmp_path / "pool.db")) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert not (tmp_path / "pool.db-wal").exists() and not (tmp_path / "pool.db-shm").exists()
