@@ -120,13 +120,12 @@ def unit_name(path):
 def entries(host, mounts, filesystems, groups, hostvars, fabric="storage", automount=True, mount_timeout=90,
             beegfs_config_dir="/etc/beegfs"):
     """The mounts of ``host``: one dict per mount of a group it is in, each with ``path``, ``src`` (What=),
-    ``fstype``, ``mounted_type`` (as /proc/self/mountinfo shows it), ``opts`` (the option string), ``mode`` (of the mounted root, four octal digits), ``unit`` (the
-    .mount unit's name), ``automount`` (the .automount's, or empty), ``timeout``, ``requires`` (units it needs),
-    ``type``, ``filesystem``, ``purpose``, ``servers`` (addresses), ``package``, ``keep_files`` (copy what the mount
-    point holds onto the file system before its first mount there; default for a service's ``state``),
-    ``stop_units`` (stopped before that copy) and, for BeeGFS, ``beegfs_config``
-    and ``beegfs_mgmtd``. Raises SharedFsError naming
-    the field."""
+    ``fstype``, ``mounted_type`` (as /proc/self/mountinfo shows it), ``opts`` (the option string), ``mode`` (of the
+    mounted root, four octal digits), ``unit`` (the .mount unit's name), ``automount`` (the .automount's, or
+    empty), ``timeout``, ``requires`` (units it needs), ``type``, ``filesystem``, ``purpose``, ``servers``
+    (addresses), ``package``, ``keep_files`` (copy what the mount point holds onto the file system before its first
+    mount there; default for a service's ``state``), ``stop_units`` (stopped before that copy) and, for BeeGFS,
+    ``beegfs_config`` and ``beegfs_mgmtd``. Raises SharedFsError naming the field."""
     if not isinstance(mounts, list):
         raise SharedFsError("shared_fs_mounts: %r is not a list" % (mounts,))
     if not isinstance(filesystems, dict):
