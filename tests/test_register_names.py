@@ -7,23 +7,12 @@ glusterfs_server registered its bricks' stat results as ``glusterfs_server_brick
 as a task variable, and volume creation failed on a fresh system (not on a converged one, which skipped it)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
-ROLES = Path(__file__).resolve().parents[1] / "collections" / "ansible_collections" / "msa" / "hpc" / "roles"
+from tests.collection_helpers import iter_tasks, role_dirs
+
 SET_FACT = ("ansible.builtin.set_fact", "set_fact")
-
-
-def walk(items, where):
-    """(task or block, file) for every task and block of a task list, blocks opened."""
-    for item in items or []:
-        if not isinstance(item, dict):
-            continue
-        yield item, where
-        for key in ("block", "rescue", "always"):
-            yield from walk(item.get(key), where)
 
 
 def role_names(role):
@@ -35,8 +24,8 @@ def role_names(role):
             for name in yaml.safe_load(path.read_text()) or {}:
                 defined.setdefault(name, "%s/main.yml" % sub)
     for path in sorted((role / "tasks").glob("*.yml")) + sorted((role / "handlers").glob("*.yml")):
-        rel = "%s/%s" % (path.parent.name, path.name)
-        for task, where in walk(yaml.safe_load(path.read_text()), rel):
+        where = "%s/%s" % (path.parent.name, path.name)
+        for task in iter_tasks(yaml.safe_load(path.read_text())):
             for name in (task.get("vars") or {}):
                 defined.setdefault(name, "%s (%s vars)" % (where, task.get("name", "?")))
             if task.get("register"):
@@ -50,14 +39,14 @@ def role_names(role):
 
 
 def test_the_check_sees_the_roles():
-    roles = [r for r in ROLES.iterdir() if (r / "tasks").is_dir()]
+    roles = role_dirs()
     assert len(roles) > 20
     assert any(role_names(r)[1] for r in roles)
 
 
-@pytest.mark.parametrize("role", sorted(r.name for r in ROLES.iterdir() if (r / "tasks").is_dir()))
+@pytest.mark.parametrize("role", role_dirs(), ids=lambda p: "%s/%s" % (p.parent.parent.name, p.name))
 def test_no_register_or_fact_reuses_a_variable_of_the_role(role):
-    defined, written = role_names(ROLES / role)
+    defined, written = role_names(role)
     clashes = ["%s: set in %s, a variable of %s" % (name, written[name], defined[name])
                for name in sorted(set(defined) & set(written))]
     assert not clashes, "\n".join(clashes)
